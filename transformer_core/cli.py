@@ -1,0 +1,50 @@
+"""The ``transformer-core`` command line: one subcommand per pipeline stage.
+
+Subcommands live in ``transformer_core.commands.<name>``; ``COMMANDS`` lists
+them in pipeline order. A ``UserError`` (bad config, missing file) is printed
+as ``transformer-core <cmd>: error: ...`` with exit status 2, never as a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from transformer_core import __version__
+from transformer_core.errors import UserError
+
+# Pipeline order; the name is both the subcommand and the module under commands/.
+COMMANDS: tuple[str, ...] = ()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="transformer-core",
+        description="Reproduce 'Attention Is All You Need': data, training, decoding, scoring, tables.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        module = importlib.import_module(f"transformer_core.commands.{name}")
+        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(cmd)
+        cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except UserError as err:
+        print(f"transformer-core {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"transformer-core {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
