@@ -1,0 +1,172 @@
+"""The post-norm Transformer: shapes, masks, gradients, a torch.nn reference, incremental decoding."""
+
+import pytest
+import torch
+from torch import nn
+
+from transformer_core.config import ModelConfig
+from transformer_core.model import Transformer, parameter_count, sinusoidal_encoding
+
+TINY = ModelConfig(vocab_size=50, encoder_layers=2, decoder_layers=2, d_model=32, d_ff=64, h=4,
+                   d_k=8, d_v=8, dropout=0.1, max_positions=64)
+VARIANTS = {
+    "tiny": TINY,
+    "dk_ne_dv": TINY.replace(d_k=4, d_v=12),  # Table 3 row B: h*d_k != d_model
+    "one_head": TINY.replace(h=1, d_k=32, d_v=32),
+    "learned_positions": TINY.replace(positional="learned"),
+    "asymmetric_depth": TINY.replace(encoder_layers=3, decoder_layers=1),
+}
+
+
+def random_batch(cfg, batch=3, src_len=7, tgt_len=5, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, cfg.vocab_size, (batch, src_len), generator=gen)
+    tgt = torch.randint(4, cfg.vocab_size, (batch, tgt_len), generator=gen)
+    tgt[:, 0] = cfg.bos_id
+    return src, tgt
+
+
+def make_model(cfg, seed=0):
+    torch.manual_seed(seed)
+    return Transformer(cfg).eval()
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_output_shape(name):
+    cfg = VARIANTS[name]
+    src, tgt = random_batch(cfg)
+    logits = make_model(cfg)(src, tgt)
+    assert logits.shape == (3, 5, cfg.vocab_size)
+    assert torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_every_parameter_gets_a_gradient(name):
+    cfg = VARIANTS[name]
+    model = make_model(cfg).train()
+    src, tgt = random_batch(cfg)
+    model(src, tgt).logsumexp(-1).sum().backward()
+    for pname, param in model.named_parameters():
+        assert param.grad is not None, pname
+        assert param.grad.abs().sum() > 0, pname
+
+
+def test_causal_mask_hides_later_target_tokens():
+    model = make_model(TINY)
+    src, tgt = random_batch(TINY, tgt_len=8)
+    changed = tgt.clone()
+    changed[:, 5:] = torch.randint(4, TINY.vocab_size, (3, 3))
+    with torch.no_grad():
+        a, b = model(src, tgt), model(src, changed)
+    torch.testing.assert_close(a[:, :5], b[:, :5], atol=1e-6, rtol=0)
+    assert not torch.allclose(a[:, 5:], b[:, 5:])
+
+
+def test_extra_padding_leaves_outputs_unchanged():
+    model = make_model(TINY)
+    src, tgt = random_batch(TINY, batch=2, src_len=6, tgt_len=4)
+    src[1, 4:] = TINY.pad_id  # second sentence is shorter
+    tgt[1, 3:] = TINY.pad_id
+    pad_src = torch.cat([src, torch.full((2, 5), TINY.pad_id)], dim=1)
+    pad_tgt = torch.cat([tgt, torch.full((2, 3), TINY.pad_id)], dim=1)
+    with torch.no_grad():
+        plain = model(src, tgt)
+        padded = model(pad_src, pad_tgt)
+        alone = model(src[1:, :4], tgt[1:, :3])
+    torch.testing.assert_close(padded[:, :4], plain, atol=1e-5, rtol=0)
+    torch.testing.assert_close(plain[1:, :3], alone, atol=1e-5, rtol=0)
+
+
+def test_sinusoids_match_the_formula():
+    table = sinusoidal_encoding(10, 6)
+    pos, i = 7, 1
+    assert table[pos, 2 * i].item() == pytest.approx(torch.sin(torch.tensor(pos / 10000 ** (2 * i / 6))).item())
+    assert table[pos, 2 * i + 1].item() == pytest.approx(torch.cos(torch.tensor(pos / 10000 ** (2 * i / 6))).item())
+
+
+def test_sinusoids_extend_past_max_positions_but_learned_do_not():
+    cfg = TINY.replace(max_positions=8)
+    src, tgt = random_batch(cfg, src_len=12, tgt_len=3)
+    assert make_model(cfg)(src, tgt).shape == (3, 3, cfg.vocab_size)
+    with pytest.raises(ValueError, match="max_positions"):
+        make_model(cfg.replace(positional="learned"))(src, tgt)
+
+
+def copy_attention(ours, ref: nn.MultiheadAttention):
+    ref.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
+    ref.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
+    ref.out_proj.weight.copy_(ours.w_o.weight)
+    ref.out_proj.bias.copy_(ours.w_o.bias)
+
+
+def copy_common(ours, ref):
+    ref.linear1.load_state_dict(ours.feed_forward.w_1.state_dict())
+    ref.linear2.load_state_dict(ours.feed_forward.w_2.state_dict())
+    ref.norm1.load_state_dict(ours.norm_1.state_dict())
+    ref.norm2.load_state_dict(ours.norm_2.state_dict())
+
+
+def test_matches_torch_nn_post_norm_layers():
+    cfg = TINY.replace(encoder_layers=3, decoder_layers=2)
+    model = make_model(cfg)
+    kw = dict(d_model=cfg.d_model, nhead=cfg.h, dim_feedforward=cfg.d_ff, dropout=cfg.dropout,
+              activation="relu", layer_norm_eps=1e-6, batch_first=True, norm_first=False)
+    enc = nn.ModuleList(nn.TransformerEncoderLayer(**kw) for _ in range(cfg.encoder_layers)).eval()
+    dec = nn.ModuleList(nn.TransformerDecoderLayer(**kw) for _ in range(cfg.decoder_layers)).eval()
+    with torch.no_grad():
+        for ours, ref in zip(model.encoder_layers, enc, strict=True):
+            copy_attention(ours.self_attn, ref.self_attn)
+            copy_common(ours, ref)
+        for ours, ref in zip(model.decoder_layers, dec, strict=True):
+            copy_attention(ours.self_attn, ref.self_attn)
+            copy_attention(ours.cross_attn, ref.multihead_attn)
+            copy_common(ours, ref)
+            ref.norm3.load_state_dict(ours.norm_3.state_dict())
+
+        src, tgt = random_batch(cfg, batch=3, src_len=9, tgt_len=6)
+        src[0, 6:] = cfg.pad_id
+        src_pad = src == cfg.pad_id
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1))
+        x = model.embedding(src) * cfg.d_model ** 0.5 + sinusoidal_encoding(9, cfg.d_model)
+        for layer in enc:
+            x = layer(x, src_key_padding_mask=src_pad)
+        y = model.embedding(tgt) * cfg.d_model ** 0.5 + sinusoidal_encoding(6, cfg.d_model)
+        for layer in dec:
+            y = layer(y, x, tgt_mask=causal, memory_key_padding_mask=src_pad)
+        reference = y @ model.embedding.weight.T
+        ours = model(src, tgt)
+    assert (ours - reference).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_incremental_decoding_matches_full_forward(name):
+    cfg = VARIANTS[name]
+    model = make_model(cfg)
+    src, tgt = random_batch(cfg, src_len=8, tgt_len=7)
+    src[2, 5:] = cfg.pad_id
+    with torch.no_grad():
+        full = model(src, tgt)
+        memory, src_mask = model.encode(src)
+        state = model.init_state(memory, src_mask)
+        for t in range(tgt.size(1)):
+            step = model.decode_step(tgt[:, t], state)
+            torch.testing.assert_close(step, full[:, t], atol=1e-5, rtol=0)
+
+
+def test_reorder_state_follows_the_selected_rows():
+    model = make_model(TINY)
+    src, tgt = random_batch(TINY, tgt_len=4)
+    with torch.no_grad():
+        memory, mask = model.encode(src)
+        state = model.init_state(memory, mask)
+        for t in range(2):
+            model.decode_step(tgt[:, t], state)
+        order = torch.tensor([2, 2, 0])
+        state.reorder(order)
+        step = model.decode_step(tgt[order, 2], state)
+        full = model(src[order], tgt[order])
+    torch.testing.assert_close(step, full[:, 2], atol=1e-5, rtol=0)
+
+
+def test_parameter_count_matches_instantiated_model():
+    assert parameter_count(TINY) == sum(p.numel() for p in Transformer(TINY).parameters())

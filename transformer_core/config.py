@@ -1,0 +1,148 @@
+"""Typed model configuration, the paper's presets and the Table 3 rows as data.
+
+``ModelConfig`` is validated on construction: a bad value raises ``ConfigError``
+(a ``ValueError``) naming the field. A checkpoint stores ``ModelConfig.to_dict()``
+so that any later stage rebuilds the model from the file alone.
+
+Table 3 rows are *named overrides of base* (SPEC.md section 1): one row is one
+entry of ``TABLE3_ROWS``, and the workflow takes its wildcards from that table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformer_core.errors import ConfigError
+
+POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
+
+# Special token ids; sentencepiece models are trained with the same ids.
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape and regularization of the post-norm encoder-decoder (paper section 3).
+
+    ``d_k`` and ``d_v`` are independent of ``d_model / h``: Table 3 row B shrinks
+    ``d_k`` alone, so ``h * d_k`` need not equal ``d_model``.
+    """
+
+    vocab_size: int = 37000
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    h: int = 8
+    d_k: int = 64
+    d_v: int = 64
+    dropout: float = 0.1  # P_drop: embedding+position sums and every sub-layer output
+    label_smoothing: float = 0.1  # eps_ls; used by the training loss, stored with the model
+    positional: str = "sinusoidal"  # "sinusoidal" or "learned" (Table 3 row E)
+    max_positions: int = 1024  # longest sequence the (learned) position table holds
+    pad_id: int = PAD_ID
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "encoder_layers", "decoder_layers", "d_model", "d_ff",
+                     "h", "d_k", "d_v", "max_positions"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
+        for name in ("dropout", "label_smoothing"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ConfigError(f"model.{name} must be a number in [0, 1), got {value!r}")
+        if self.positional not in POSITIONAL_ENCODINGS:
+            raise ConfigError(
+                f"model.positional must be one of {', '.join(POSITIONAL_ENCODINGS)}, got {self.positional!r}"
+            )
+        ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
+        for name, value in ids.items():
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.vocab_size:
+                raise ConfigError(
+                    f"model.{name} must be an integer in [0, vocab_size={self.vocab_size}), got {value!r}"
+                )
+        if len(set(ids.values())) != len(ids):
+            raise ConfigError(f"model.pad_id, bos_id and eos_id must differ, got {ids}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], where: str = "model") -> ModelConfig:
+        """Build from a mapping; an unknown key is an error naming it (a typo never passes silently)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown key(s) in {where}: {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+            )
+        return cls(**values)
+
+    def replace(self, **overrides: Any) -> ModelConfig:
+        return self.from_dict({**self.to_dict(), **overrides})
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A named model variant with the paper's training length and reported values."""
+
+    name: str
+    model: dict[str, Any] = field(default_factory=dict)  # overrides of the base preset
+    train_steps: int = 100_000
+    description: str = ""
+
+
+BASE = ModelConfig()
+BIG = BASE.replace(d_model=1024, d_ff=4096, h=16, dropout=0.3)
+
+PRESETS: dict[str, Experiment] = {
+    "base": Experiment("base", {}, 100_000, "Transformer (base model)"),
+    "big": Experiment("big", {"d_model": 1024, "d_ff": 4096, "h": 16, "dropout": 0.3}, 300_000,
+                      "Transformer (big)"),
+}
+
+# Table 3 of the paper; row names are ours (SPEC.md). Unlisted values equal base.
+TABLE3_ROWS: dict[str, Experiment] = {
+    e.name: e
+    for e in [
+        PRESETS["base"],
+        Experiment("A1", {"h": 1, "d_k": 512, "d_v": 512}, description="(A) 1 head"),
+        Experiment("A2", {"h": 4, "d_k": 128, "d_v": 128}, description="(A) 4 heads"),
+        Experiment("A3", {"h": 16, "d_k": 32, "d_v": 32}, description="(A) 16 heads"),
+        Experiment("A4", {"h": 32, "d_k": 16, "d_v": 16}, description="(A) 32 heads"),
+        Experiment("B1", {"d_k": 16}, description="(B) d_k = 16"),
+        Experiment("B2", {"d_k": 32}, description="(B) d_k = 32"),
+        Experiment("C1", {"encoder_layers": 2, "decoder_layers": 2}, description="(C) N = 2"),
+        Experiment("C2", {"encoder_layers": 4, "decoder_layers": 4}, description="(C) N = 4"),
+        Experiment("C3", {"encoder_layers": 8, "decoder_layers": 8}, description="(C) N = 8"),
+        Experiment("C4", {"d_model": 256, "d_k": 32, "d_v": 32}, description="(C) d_model = 256"),
+        Experiment("C5", {"d_model": 1024, "d_k": 128, "d_v": 128}, description="(C) d_model = 1024"),
+        Experiment("C6", {"d_ff": 1024}, description="(C) d_ff = 1024"),
+        Experiment("C7", {"d_ff": 4096}, description="(C) d_ff = 4096"),
+        Experiment("D1", {"dropout": 0.0}, description="(D) P_drop = 0.0"),
+        Experiment("D2", {"dropout": 0.2}, description="(D) P_drop = 0.2"),
+        Experiment("D3", {"label_smoothing": 0.0}, description="(D) eps_ls = 0.0"),
+        Experiment("D4", {"label_smoothing": 0.2}, description="(D) eps_ls = 0.2"),
+        Experiment("E", {"positional": "learned"}, description="(E) learned positional embedding"),
+        PRESETS["big"],
+    ]
+}
+
+
+def experiment(name: str) -> Experiment:
+    """A preset or Table 3 row by name; an unknown name lists the known ones."""
+    if name in TABLE3_ROWS:
+        return TABLE3_ROWS[name]
+    if name in PRESETS:
+        return PRESETS[name]
+    raise ConfigError(f"unknown experiment {name!r}; known: {', '.join(TABLE3_ROWS)}")
+
+
+def model_config(name: str, **overrides: Any) -> ModelConfig:
+    """The ModelConfig of a preset or Table 3 row, with further overrides (e.g. vocab_size)."""
+    return BASE.replace(**{**experiment(name).model, **overrides})
