@@ -18,6 +18,9 @@ from transformer_core.errors import UserError
 # Pipeline order; the name is both the subcommand and the module under commands/.
 COMMANDS = (
     "params",
+    "table2",
+    "table3_row",
+    "table3",
 )
 
 

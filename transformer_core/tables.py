@@ -1,0 +1,155 @@
+"""Tables 2 and 3 assembled from the pipeline's result files, with the paper's values beside ours.
+
+Inputs are the JSON files earlier stages write: a training ``summary.json``, a
+``score`` JSON (paper-style BLEU and sacreBLEU) and a ``ppl`` JSON. Each table is
+written as CSV with a markdown twin, atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from transformer_core.config import ModelConfig
+from transformer_core.errors import UserError
+from transformer_core.io import atomic_open, atomic_write_text
+from transformer_core.model import parameter_count
+from transformer_core.paper import TABLE2, TABLE2_PRESET_ROWS, TABLE3
+
+PAIR_COLUMNS = {"en_de": ("en_de_bleu", "en_de_flops"), "en_fr": ("en_fr_bleu", "en_fr_flops")}
+
+TABLE2_COLUMNS = [
+    "source", "model", "pair", "bleu_paper_style", "sacrebleu", "sacrebleu_signature", "paper_bleu",
+    "cost_flops_paper_method", "flops_analytic", "paper_flops", "device", "devices", "train_hours",
+    "steps",
+]
+TABLE3_COLUMNS = [
+    "row", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "steps",
+    "ppl_dev", "bleu_dev", "sacrebleu_dev", "params_m", "params_m_at_37k",
+    "paper_ppl", "paper_bleu", "paper_params",
+]
+
+
+def read_json(path: str | os.PathLike, required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A result JSON; a missing file or key is a UserError naming it."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise UserError(f"result file not found: {path}") from err
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path} is not valid JSON: {err}") from err
+    missing = [key for key in required if key not in data]
+    if missing:
+        raise UserError(f"{path} lacks key(s) {', '.join(missing)}")
+    return data
+
+
+def table2(results: list[dict[str, str]]) -> pd.DataFrame:
+    """Table 2: our rows (one per model and pair) followed by the paper's literature rows.
+
+    ``results`` items have ``model`` (a preset: base or big), ``pair`` (en_de or en_fr),
+    ``score`` (JSON path, newstest2014 of the averaged model) and ``summary`` (training summary path).
+    """
+    paper_rows = {row.model: row for row in TABLE2}
+    rows = []
+    for item in results:
+        if item["pair"] not in PAIR_COLUMNS:
+            raise UserError(f"table2: unknown pair {item['pair']!r}; known: {', '.join(PAIR_COLUMNS)}")
+        if item["model"] not in TABLE2_PRESET_ROWS:
+            raise UserError(f"table2: model {item['model']!r} is not one of {', '.join(TABLE2_PRESET_ROWS)}")
+        score = read_json(item["score"], ("bleu_paper_style", "sacrebleu", "sacrebleu_signature"))
+        summary = read_json(item["summary"], ("wall_seconds", "device", "devices", "steps"))
+        paper = paper_rows[TABLE2_PRESET_ROWS[item["model"]]]
+        bleu_col, flops_col = PAIR_COLUMNS[item["pair"]]
+        rows.append({
+            "source": "ours",
+            "model": paper.model,
+            "pair": item["pair"],
+            "bleu_paper_style": score["bleu_paper_style"],
+            "sacrebleu": score["sacrebleu"],
+            "sacrebleu_signature": score["sacrebleu_signature"],
+            "paper_bleu": getattr(paper, bleu_col),
+            "cost_flops_paper_method": summary.get("flops_paper_method"),
+            "flops_analytic": summary.get("flops_analytic"),
+            "paper_flops": getattr(paper, flops_col),
+            "device": summary["device"],
+            "devices": summary["devices"],
+            "train_hours": summary["wall_seconds"] / 3600.0,
+            "steps": summary["steps"],
+        })
+    for paper in TABLE2:
+        if paper.ours:
+            continue
+        for pair, (bleu_col, flops_col) in PAIR_COLUMNS.items():
+            if getattr(paper, bleu_col) is None:
+                continue
+            rows.append({"source": "paper", "model": paper.model, "pair": pair,
+                         "paper_bleu": getattr(paper, bleu_col), "paper_flops": getattr(paper, flops_col)})
+    return pd.DataFrame(rows, columns=TABLE2_COLUMNS)
+
+
+def table3_row(row: str, score_path: str, ppl_path: str, summary_path: str) -> pd.DataFrame:
+    """One Table 3 row: the trained model's hyperparameters, our dev PPL/BLEU, the paper's values."""
+    if row not in TABLE3:
+        raise UserError(f"table3: unknown row {row!r}; known: {', '.join(TABLE3)}")
+    score = read_json(score_path, ("bleu_paper_style", "sacrebleu"))
+    ppl = read_json(ppl_path, ("ppl",))
+    summary = read_json(summary_path, ("steps", "model_config"))
+    cfg = ModelConfig.from_dict(summary["model_config"], where=f"{summary_path}:model_config")
+    paper = TABLE3[row]
+    return pd.DataFrame([{
+        "row": row, "N": cfg.encoder_layers, "d_model": cfg.d_model, "d_ff": cfg.d_ff, "h": cfg.h,
+        "d_k": cfg.d_k, "d_v": cfg.d_v, "P_drop": cfg.dropout, "eps_ls": cfg.label_smoothing,
+        "positional": cfg.positional, "steps": summary["steps"],
+        "ppl_dev": ppl["ppl"], "bleu_dev": score["bleu_paper_style"], "sacrebleu_dev": score["sacrebleu"],
+        "params_m": parameter_count(cfg) / 1e6,
+        "params_m_at_37k": parameter_count(cfg.replace(vocab_size=37000)) / 1e6,
+        "paper_ppl": paper.ppl, "paper_bleu": paper.bleu, "paper_params": paper.params_m,
+    }], columns=TABLE3_COLUMNS)
+
+
+def table3(row_csvs: list[str]) -> pd.DataFrame:
+    """Table 3 from its per-row CSVs, in the paper's row order."""
+    frames = []
+    for path in row_csvs:
+        try:
+            frames.append(pd.read_csv(path))
+        except FileNotFoundError as err:
+            raise UserError(f"table3: row file not found: {path}") from err
+    table = pd.concat(frames, ignore_index=True)
+    order = {name: i for i, name in enumerate(TABLE3)}
+    return table.sort_values("row", key=lambda col: col.map(order)).reset_index(drop=True)
+
+
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) >= 1e6 else f"{value:.2f}"
+    return str(value).replace("|", "\\|")
+
+
+def to_markdown(table: pd.DataFrame, notes: tuple[str, ...] = ()) -> str:
+    """A GitHub markdown table (empty cells for missing values) followed by notes."""
+    lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
+    for record in table.itertuples(index=False):
+        lines.append("| " + " | ".join(_cell(v) for v in record) + " |")
+    text = "\n".join(lines) + "\n"
+    if notes:
+        text += "\n" + "\n".join(f"- {note}" for note in notes) + "\n"
+    return text
+
+
+def write_table(table: pd.DataFrame, csv_path: str | os.PathLike, markdown_path: str | os.PathLike | None = None,
+                notes: tuple[str, ...] = ()) -> None:
+    """Write the CSV (and its markdown twin) atomically."""
+    with atomic_open(csv_path, "w", newline="") as handle:
+        table.to_csv(handle, index=False)
+    if markdown_path is not None:
+        atomic_write_text(markdown_path, to_markdown(table, notes))
