@@ -1,0 +1,21 @@
+# Reproduces Tables 2, 3 and 4 of "Attention Is All You Need" (Vaswani et al., 2017).
+# Every rule is one `transformer-core` subcommand; see README.md for targets and configs.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/tables.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

@@ -1,0 +1,83 @@
+# download -> prepare -> spm -> binarize, per language pair.
+
+
+rule download:
+    output:
+        expand(
+            "data/{{src}}_{{tgt}}/raw/{split}.{lang}",
+            split=["train", "dev", "test"],
+            lang=["{src}", "{tgt}"],
+        ),
+        manifest="data/{src}_{tgt}/raw/manifest.json",
+    params:
+        dataset=dataset_of,
+        mirror=mirror_arg,
+        out=manifest_dir,
+    log:
+        "logs/download/{src}_{tgt}.log",
+    conda:
+        ENV
+    benchmark:
+        "benchmarks/download/{src}_{tgt}.tsv"
+    shell:
+        "transformer-core download --dataset {params.dataset} --out {params.out} {params.mirror} > {log} 2>&1"
+
+
+rule prepare:
+    input:
+        src="data/{src}_{tgt}/raw/{split}.{src}",
+        tgt="data/{src}_{tgt}/raw/{split}.{tgt}",
+    output:
+        src="data/{src}_{tgt}/prepared/{split}.src",
+        tgt="data/{src}_{tgt}/prepared/{split}.tgt",
+        report="data/{src}_{tgt}/prepared/{split}.report.json",
+    params:
+        filter=prepare_filter_arg,
+    log:
+        "logs/prepare/{src}_{tgt}.{split}.log",
+    conda:
+        ENV
+    shell:
+        "transformer-core prepare --src-in {input.src} --tgt-in {input.tgt}"
+        " --src-out {output.src} --tgt-out {output.tgt} --report {output.report}"
+        " --src-lang {wildcards.src} --tgt-lang {wildcards.tgt} {params.filter} > {log} 2>&1"
+
+
+rule spm_train:
+    input:
+        "data/{pair}/prepared/train.src",
+        "data/{pair}/prepared/train.tgt",
+    output:
+        model="data/{pair}/spm.model",
+        vocab="data/{pair}/spm.vocab",
+    params:
+        vocab_size=vocab_size,
+        sample_size=spm_sample_size,
+        prefix=output_prefix(".model"),
+    log:
+        "logs/spm_train/{pair}.log",
+    conda:
+        ENV
+    benchmark:
+        "benchmarks/spm_train/{pair}.tsv"
+    shell:
+        "transformer-core spm train --input {input} --vocab-size {params.vocab_size}"
+        " --sample-size {params.sample_size} --model-prefix {params.prefix} > {log} 2>&1"
+
+
+rule binarize:
+    input:
+        spm="data/{pair}/spm.model",
+        src="data/{pair}/prepared/{split}.src",
+        tgt="data/{pair}/prepared/{split}.tgt",
+    output:
+        "data/{pair}/bin/{split}.json",
+    params:
+        prefix=output_prefix(".json"),
+    log:
+        "logs/binarize/{pair}.{split}.log",
+    conda:
+        ENV
+    shell:
+        "transformer-core binarize --spm {input.spm} --src {input.src} --tgt {input.tgt}"
+        " --out-prefix {params.prefix} > {log} 2>&1"

@@ -1,0 +1,53 @@
+# Table 3 rows (one file each) -> Table 3; Table 2; the report.
+
+
+rule table3_row:
+    input:
+        unpack(table3_row_inputs),
+    output:
+        "results/table3/rows/{exp}.csv",
+    log:
+        "logs/table3_row/{exp}.log",
+    conda:
+        ENV
+    shell:
+        "transformer-core table3_row --row {wildcards.exp} --score {input.score} --ppl {input.ppl}"
+        " --summary {input.summary} --out {output} > {log} 2>&1"
+
+
+rule table3:
+    input:
+        table3_rows(),
+    output:
+        csv=report(
+            "results/table3.csv",
+            caption="../report/table3.rst",
+            category="Tables",
+        ),
+        markdown="results/table3.md",
+    log:
+        "logs/table3.log",
+    conda:
+        ENV
+    shell:
+        "transformer-core table3 --rows {input} --out {output.csv} --markdown {output.markdown} > {log} 2>&1"
+
+
+rule table2:
+    input:
+        unpack(table2_inputs),
+    output:
+        csv=report(
+            "results/table2.csv",
+            caption="../report/table2.rst",
+            category="Tables",
+        ),
+        markdown="results/table2.md",
+    params:
+        results=table2_args,
+    log:
+        "logs/table2.log",
+    conda:
+        ENV
+    shell:
+        "transformer-core table2 {params.results} --out {output.csv} --markdown {output.markdown} > {log} 2>&1"
