@@ -21,6 +21,7 @@ COMMANDS = (
     "table2",
     "table3_row",
     "table3",
+    "report",
 )
 
 

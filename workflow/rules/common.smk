@@ -167,8 +167,43 @@ def table3_row_inputs(wildcards):
     }
 
 
+def trained_runs():
+    """(pair, experiment) of every training run, Table 2's then Table 3's."""
+    runs = [(pair, model) for model in config["table2"]["models"] for pair in config["table2"]["pairs"]]
+    runs += [(TABLE3_PAIR, row) for row in config["table3"]["rows"]]
+    return list(dict.fromkeys(runs))
+
+
+def report_inputs(wildcards):
+    inputs = {"table2": "results/table2.md", "table3": "results/table3.md"}
+    for pair, exp in trained_runs():
+        inputs[f"metrics_{pair}_{exp}"] = f"runs/{pair}/{exp}/metrics.jsonl"
+    for pair in config["table2"]["pairs"]:
+        model = config["table2"]["models"][0]
+        src, tgt = languages(pair)
+        inputs[f"score_{pair}"] = f"results/scores/{pair}/{model}.test.avg.json"
+        inputs[f"hyp_{pair}"] = f"results/translations/{pair}/{model}.test.avg.txt"
+        inputs[f"src_{pair}"] = f"data/{pair}/raw/test.{src}"
+        inputs[f"ref_{pair}"] = f"data/{pair}/raw/test.{tgt}"
+    return inputs
+
+
+def report_args(wildcards, input):
+    args = [f"--table 'Table 2' {input.table2}", f"--table 'Table 3' {input.table3}"]
+    args += [f"--run {pair}/{exp} {input[f'metrics_{pair}_{exp}']}" for pair, exp in trained_runs()]
+    model = config["table2"]["models"][0]
+    for pair in config["table2"]["pairs"]:
+        args.append(f"--score {pair} {input[f'score_{pair}']}")
+        args.append(
+            f"--sample '{pair} {model}, newstest2014' {input[f'src_{pair}']}"
+            f" {input[f'ref_{pair}']} {input[f'hyp_{pair}']}"
+        )
+    return " ".join(args)
+
+
 def all_targets():
     return [
         "results/table2.csv",
         "results/table3.csv",
+        "results/report.md",
     ]

@@ -51,3 +51,29 @@ rule table2:
         ENV
     shell:
         "transformer-core table2 {params.results} --out {output.csv} --markdown {output.markdown} > {log} 2>&1"
+
+
+rule report:
+    input:
+        unpack(report_inputs),
+    output:
+        markdown=report(
+            "results/report.md",
+            caption="../report/report.rst",
+            category="Report",
+        ),
+        plot=report(
+            "results/plots/learning_curves.png",
+            caption="../report/learning_curves.rst",
+            category="Learning curves",
+        ),
+    params:
+        args=report_args,
+        scale=config["scale"],
+    log:
+        "logs/report.log",
+    conda:
+        ENV
+    shell:
+        "transformer-core report --scale {params.scale} {params.args}"
+        " --plot {output.plot} --out {output.markdown} > {log} 2>&1"

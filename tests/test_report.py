@@ -1,0 +1,41 @@
+"""The report: recipe, tables, signatures, a real PNG plot and sample translations."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from transformer_core.errors import UserError
+from transformer_core.report import read_metrics
+
+
+def test_report_command(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("\n".join(json.dumps(r) for r in [
+        {"kind": "train", "step": 1, "loss": 9.0}, {"kind": "train", "step": 2, "loss": 7.5},
+        {"kind": "dev", "step": 2, "ppl": 900.0}]) + "\n")
+    table = tmp_path / "t2.md"
+    table.write_text("| a |\n|---|\n| 1 |\n")
+    score = tmp_path / "s.json"
+    score.write_text(json.dumps({"sacrebleu_signature": "nrefs:1|tok:13a"}))
+    for name, text in (("src", "ein Haus\nzwei\n"), ("ref", "a house\ntwo\n"), ("hyp", "a home\ntwo\n")):
+        (tmp_path / name).write_text(text)
+    out, plot = tmp_path / "report.md", tmp_path / "plots" / "curves.png"
+    subprocess.run([sys.executable, "-m", "transformer_core", "report", "--scale", "smoke",
+                    "--table", "Table 2", str(table), "--score", "en_de", str(score),
+                    "--run", "en_de/base", str(metrics), "--plot", str(plot),
+                    "--sample", "en_de base", str(tmp_path / "src"), str(tmp_path / "ref"), str(tmp_path / "hyp"),
+                    "--out", str(out)], check=True)
+    text = out.read_text()
+    assert "Scale: `smoke`" in text and "## Table 2" in text and "`nrefs:1|tok:13a`" in text
+    assert "![learning curves](plots/curves.png)" in text
+    assert "source: ein Haus" in text and "ours: a home" in text
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_malformed_metrics_line_is_named(tmp_path):
+    bad = tmp_path / "m.jsonl"
+    bad.write_text('{"step": 1}\n{oops\n')
+    with pytest.raises(UserError, match="m.jsonl:2"):
+        read_metrics(bad)

@@ -1,0 +1,118 @@
+"""The human-readable report: how each number was made, the tables, learning curves, samples.
+
+``results/report.md`` states the recipe behind every column (BLEU variants and
+the sacreBLEU signature, decoding, averaging, perplexity, training cost), embeds
+Tables 2 and 3 (the paper beside ours), links the learning-curve plot and shows
+a few sample translations. ``snakemake --report`` wraps the same files into HTML.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from transformer_core import __version__
+from transformer_core.errors import UserError
+from transformer_core.io import atomic_open, atomic_write_text
+
+RECIPE = """\
+## How each number was made
+
+- **Model**: the post-norm Transformer of the paper (LayerNorm(x + Dropout(Sublayer(x))), shared
+  source/target/softmax embedding scaled by sqrt(d_model), sinusoidal positions; learned ones for row E).
+- **Training**: Adam(0.9, 0.98, 1e-9), lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5),
+  label smoothing eps_ls, about `tokens_per_step` target tokens per optimizer step over all devices
+  (gradient accumulation keeps that fixed whatever the device count).
+- **Checkpoints**: every `checkpoint_interval` steps; Table 2 averages the last 5 (base) / 20 (big),
+  Table 3 uses the last checkpoint without averaging, as the paper did.
+- **Decoding**: beam search, beam 4, GNMT length penalty ((5+|Y|)/6)^0.6 with |Y| counting EOS, maximum
+  output length = source length + 50, stopping once no live hypothesis can beat the best finished one.
+- **BLEU, two ways**: `bleu_paper_style` is how the paper's numbers were made (tensor2tensor's
+  get_ende_bleu.sh: unicode punctuation replacement, Moses tokenization, hyphen compounds split as
+  ##AT##-##AT##, case-sensitive multi-bleu.perl corpus BLEU); `sacrebleu` is sacreBLEU 13a on the
+  detokenized output, with its signature below. The paper-style score runs 0.7-1.5 above sacreBLEU.
+- **Perplexity** (Table 3): exp of the mean per-token negative log-likelihood on newstest2013, without
+  label smoothing, per word piece of the run's own vocabulary (not comparable across vocabularies).
+- **Training cost** (Table 2): `cost_flops_paper_method` = wall time x devices x the device's sustained
+  single-precision FLOPS (the paper's method and table of devices); `flops_analytic` counts the model's
+  own floating-point operations over the tokens actually trained on.
+- **Parameters** (Table 3): exact counts of the trained model (`params_m`) and of the same shape at the
+  paper's 37000-token vocabulary (`params_m_at_37k`), beside the paper's column, never adjusted.
+"""
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict]:
+    """The JSON lines of a training run's metrics file; a malformed line is an error naming it."""
+    records = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise UserError(f"{path}:{number}: not a JSON line: {err}") from err
+    return records
+
+
+def plot_learning_curves(runs: dict[str, str], out: str | os.PathLike) -> None:
+    """Training loss and dev perplexity against steps, one line per run, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_loss, ax_ppl) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for label, path in runs.items():
+        records = read_metrics(path)
+        train = [r for r in records if r.get("kind", "train") == "train" and "loss" in r]
+        dev = [r for r in records if r.get("kind") == "dev" and "ppl" in r]
+        if train:
+            ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], label=label)
+        if dev:
+            ax_ppl.plot([r["step"] for r in dev], [r["ppl"] for r in dev], marker="o", label=label)
+    ax_loss.set(xlabel="step", ylabel="training loss (label-smoothed)", title="Training loss")
+    ax_ppl.set(xlabel="step", ylabel="dev perplexity", title="Dev perplexity (no label smoothing)",
+               yscale="log")
+    for ax in (ax_loss, ax_ppl):
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="x-small", ncol=2)
+    fig.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(out, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=110)
+    plt.close(fig)
+
+
+def read_lines(path: str | os.PathLike, limit: int) -> list[str]:
+    with open(path, encoding="utf-8") as handle:
+        return [line.rstrip("\n") for _, line in zip(range(limit), handle, strict=False)]
+
+
+def samples_markdown(label: str, source: str, reference: str, hypothesis: str, n: int = 3) -> str:
+    """The first ``n`` lines of a test set: source, reference and our translation."""
+    rows = zip(read_lines(source, n), read_lines(reference, n), read_lines(hypothesis, n), strict=True)
+    text = f"### {label}\n\n"
+    for i, (src, ref, hyp) in enumerate(rows, 1):
+        text += f"{i}. source: {src}\n   - reference: {ref}\n   - ours: {hyp}\n"
+    return text + "\n"
+
+
+def write_report(out: str | os.PathLike, scale: str, tables: dict[str, str], scores: dict[str, str],
+                 plot: str | None, samples: list[tuple[str, str, str, str]]) -> None:
+    """Assemble ``report.md`` from the table markdown files, score JSONs, plot and samples."""
+    text = f"# Reproduction report: Attention Is All You Need\n\nScale: `{scale}`; transformer-core {__version__}.\n\n"
+    text += RECIPE + "\n"
+    signatures = sorted({json.loads(Path(p).read_text())["sacrebleu_signature"] for p in scores.values()})
+    if signatures:
+        text += "sacreBLEU signature(s): " + ", ".join(f"`{s}`" for s in signatures) + "\n\n"
+    for title, path in tables.items():
+        text += f"## {title}\n\n{Path(path).read_text(encoding='utf-8')}\n"
+    if plot:
+        text += f"## Learning curves\n\n![learning curves]({os.path.relpath(plot, Path(out).parent)})\n\n"
+    if samples:
+        text += "## Sample translations\n\n"
+        text += "".join(samples_markdown(*sample) for sample in samples)
+    atomic_write_text(out, text)
