@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from transformer_core.data import bpe
 from transformer_core.data.batching import TokenBucketSampler, collate, padding_stats
-from transformer_core.data.binarized import BinarizedWriter
+from transformer_core.data.binarized import BinarizedWriter, binarize
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.errors import UserError
 
@@ -23,32 +24,19 @@ SHARED_DATA = Path(
 
 @pytest.fixture(scope="module")
 def multi30k_train_lengths(tmp_path_factory):
-    """Token counts of Multi30k train (en, de) under a joint BPE 8000 model trained here."""
-    import sentencepiece as spm
-
+    """Token counts of Multi30k train (en, de), BPE 8000 trained here, through binarize."""
     folder = SHARED_DATA / "multi30k"
     if not (folder / "train.en.gz").exists():
         pytest.skip(f"Multi30k not found under {folder} (shared test data absent)")
     tmp = tmp_path_factory.mktemp("m30k")
-    sides = {}
     for lang in ("en", "de"):
-        with gzip.open(folder / f"train.{lang}.gz", "rt", encoding="utf-8") as handle:
-            sides[lang] = handle.read().splitlines()
-        (tmp / f"train.{lang}").write_text("\n".join(sides[lang]) + "\n", encoding="utf-8")
-    spm.SentencePieceTrainer.train(
-        input=[str(tmp / "train.en"), str(tmp / "train.de")],
-        model_prefix=str(tmp / "bpe"),
-        vocab_size=8000,
-        model_type="bpe",
-        pad_id=0,
-        unk_id=1,
-        bos_id=2,
-        eos_id=3,
-        num_threads=2,
-        minloglevel=2,
-    )
-    sp = spm.SentencePieceProcessor(model_file=str(tmp / "bpe.model"))
-    return tuple(np.array([len(ids) for ids in sp.encode(sides[lang])]) for lang in ("en", "de"))
+        with gzip.open(folder / f"train.{lang}.gz", "rb") as packed:
+            (tmp / f"train.{lang}").write_bytes(packed.read())
+    bpe.train([tmp / "train.en", tmp / "train.de"], 8000, tmp / "bpe", threads=2)
+    binarize(tmp / "bpe.model", tmp / "train.en", tmp / "train.de", tmp / "train")
+    ds = ParallelDataset(tmp / "train")
+    assert len(ds) == 29000
+    return ds.src_lens, ds.tgt_lens
 
 
 def lengths(n, seed=0, high=60):
@@ -145,7 +133,7 @@ def test_collate_adds_bos_eos_and_padding(tmp_path):
 
 
 def test_padding_share_on_multi30k_under_ten_percent(multi30k_train_lengths):
-    """The real Multi30k train set, encoded with a joint BPE 8000 model trained here."""
+    """The real Multi30k train set, encoded with a joint BPE 8000 model trained in the test."""
     src, tgt = multi30k_train_lengths
     sampler = TokenBucketSampler(src, tgt, 4000, seed=1)
     for epoch in range(2):

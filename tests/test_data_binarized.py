@@ -1,11 +1,15 @@
 """The binarized format: the streaming writer and ParallelDataset read back what was written."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+import sentencepiece as spm
 
-from transformer_core.data.binarized import BinarizedWriter, split_files
+from transformer_core.data import bpe, smoke
+from transformer_core.data.binarized import BinarizedWriter, binarize, split_files
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.errors import UserError
 
@@ -101,3 +105,39 @@ def test_foreign_header_is_a_user_error(tmp_path):
     header.write_text(json.dumps({"format": "other"}))
     with pytest.raises(UserError, match="format"):
         ParallelDataset(prefix)
+
+
+def test_cli_binarize_matches_sentencepiece(tmp_path):
+    pairs = smoke.generate("fr", 2, {"train": 600})["train"]
+    src, tgt = tmp_path / "train.en", tmp_path / "train.fr"
+    src.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    tgt.write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+    bpe.train([src, tgt], 300, tmp_path / "bpe", seed=0)
+    prefix = tmp_path / "bin" / "train"
+    result = subprocess.run(
+        [sys.executable, "-m", "transformer_core", "binarize", "--spm", str(tmp_path / "bpe.model"),
+         "--src", str(src), "--tgt", str(tgt), "--out-prefix", str(prefix)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "binarize: 600 pairs" in result.stderr
+    ds = ParallelDataset(prefix)
+    sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "bpe.model"))
+    assert len(ds) == 600 and ds.vocab_size == 300
+    assert ds.header["spm_sha256"] == bpe.sha256_of(tmp_path / "bpe.model")
+    assert ds.header["dtype"] == "<u2"
+    for i in (0, 299, 599):
+        assert ds.src(i).tolist() == sp.encode(pairs[i][0])
+        assert ds.tgt(i).tolist() == sp.encode(pairs[i][1])
+    assert ds.tgt_lens.sum() == ds.header["tgt_tokens"]
+
+
+def test_binarize_line_count_mismatch(tmp_path):
+    pairs = smoke.generate("de", 2, {"train": 300})["train"]
+    src, tgt = tmp_path / "a.en", tmp_path / "a.de"
+    src.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    tgt.write_text("".join(t + "\n" for _, t in pairs[:-1]), encoding="utf-8")
+    bpe.train([src, tgt], 300, tmp_path / "bpe")
+    with pytest.raises(UserError, match=rf"{src} has 300 lines but {tgt} has 299"):
+        binarize(tmp_path / "bpe.model", src, tgt, tmp_path / "out")
+    assert not list(tmp_path.glob("out*"))

@@ -21,14 +21,17 @@ exists is complete.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from transformer_core.data import bpe
 from transformer_core.errors import UserError
 from transformer_core.io import atomic_open, atomic_write_text
 
@@ -170,3 +173,40 @@ def read_header(prefix: str | os.PathLike) -> dict[str, Any]:
             f"expected {FORMAT!r} version {VERSION}"
         )
     return header
+
+
+def binarize(
+    spm_model: str | os.PathLike,
+    src: str | os.PathLike,
+    tgt: str | os.PathLike,
+    prefix: str | os.PathLike,
+    metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Encode a text pair with a sentencepiece model straight into a binarized split; its header.
+
+    Streams in batches of lines, so memory does not depend on the corpus size.
+    """
+    processor = bpe.load(spm_model)
+    src, tgt = Path(src), Path(tgt)
+    for path in (src, tgt):
+        if not path.is_file():
+            raise UserError(f"{path}: no such file")
+    info = {
+        "spm_model": str(spm_model),
+        "spm_sha256": bpe.sha256_of(spm_model),
+        "src_text": str(src),
+        "tgt_text": str(tgt),
+        **(metadata or {}),
+    }
+    src_batches, tgt_batches = bpe.batches(src), bpe.batches(tgt)
+    done = 0
+    with BinarizedWriter(prefix, processor.get_piece_size(), metadata=info) as writer:
+        for src_batch, tgt_batch in itertools.zip_longest(src_batches, tgt_batches, fillvalue=[]):
+            if len(src_batch) != len(tgt_batch):
+                n_src = done + len(src_batch) + sum(len(b) for b in src_batches)
+                n_tgt = done + len(tgt_batch) + sum(len(b) for b in tgt_batches)
+                raise UserError(f"{src} has {n_src} lines but {tgt} has {n_tgt}")
+            for s, t in zip(processor.encode(src_batch), processor.encode(tgt_batch), strict=True):
+                writer.add(s, t)
+            done += len(src_batch)
+    return read_header(prefix)
