@@ -10,22 +10,25 @@ from transformer_core.data.prepare import Normalizer, PrepareSettings, prepare_c
 from transformer_core.errors import UserError
 
 
+def clean(lang, line, form="NFC"):
+    return Normalizer(lang, form).clean(line)[0]
+
+
 def test_unicode_normalization_composes():
-    assert Normalizer("de")("Mu\u0308ller") == "Müller"  # NFC: u + combining diaeresis -> ü
-    assert Normalizer("en", "NFKC")("\ufb01ne") == "fine"  # NFKC folds the fi ligature
-    assert Normalizer("en", "NFC")("\ufb01ne") == "\ufb01ne"
+    assert clean("de", "Mu\u0308ller") == "Müller"  # NFC: u + combining diaeresis -> ü
+    assert clean("en", "\ufb01ne", "NFKC") == "fine"  # NFKC folds the fi ligature
+    assert clean("en", "\ufb01ne", "NFC") == "\ufb01ne"
 
 
 def test_moses_punctuation_normalization():
-    assert Normalizer("de")("„Hallo“ sagte er") == '"Hallo" sagte er'
-    assert Normalizer("en")("a  – b") == "a - b"
-    assert Normalizer("en")("world ; « quoted »") == 'world; " quoted "'
+    assert clean("de", "„Hallo“ sagte er") == '"Hallo" sagte er'
+    assert clean("en", "a  – b") == "a - b"
+    assert clean("en", "world ; « quoted »") == 'world; " quoted "'
 
 
 def test_non_printing_characters_removed_and_whitespace_collapsed():
-    norm = Normalizer("en")
-    assert norm("zero\u200bwidth\x07 bell\tand\u2028sep ") == "zerowidth bell and sep"
-    assert norm.removed_chars == 2
+    line = "zero\u200bwidth\x07 bell\tand\u2028sep "
+    assert Normalizer("en").clean(line) == ("zerowidth bell and sep", 2)
 
 
 @pytest.mark.parametrize(
@@ -67,6 +70,21 @@ def test_filters_counted_never_silent(tmp_path):
     assert report["removed"] == {"empty": 2, "too_long": 1, "ratio": 1}
     assert report["removed_total"] == 4
     assert report["nonprinting_chars_removed"] == {"src": 1, "tgt": 0}
+
+
+def test_worker_processes_give_the_same_output(tmp_path, monkeypatch):
+    monkeypatch.setattr("transformer_core.data.prepare.CHUNK_LINES", 2)  # several chunks
+    src, tgt = write_pair(tmp_path, SRC * 3, TGT * 3)
+    one = prepare_corpus(src, tgt, tmp_path / "1.en", tmp_path / "1.de", PrepareSettings())
+    two = prepare_corpus(
+        src, tgt, tmp_path / "2.en", tmp_path / "2.de", PrepareSettings(), workers=2
+    )
+    assert (tmp_path / "1.en").read_text() == (tmp_path / "2.en").read_text()
+    assert (tmp_path / "1.de").read_text() == (tmp_path / "2.de").read_text()
+    assert {k: v for k, v in one.items() if k != "outputs"} == {
+        k: v for k, v in two.items() if k != "outputs"
+    }
+    assert one["pairs_out"] == 6
 
 
 def test_no_filter_keeps_every_line(tmp_path):

@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only normalize; keep every line (dev/test, so references never lose lines)",
     )
     parser.add_argument(
+        "--workers", type=int, default=1, help="processes normalizing in parallel (order is kept)"
+    )
+    parser.add_argument(
         "--unicode-form", choices=("NFC", "NFKC"), default="NFC", help="unicode normalization form"
     )
 
@@ -54,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
         filter=args.filter,
         unicode_form=args.unicode_form,
     )
-    report = prepare_corpus(args.src_in, args.tgt_in, args.src_out, args.tgt_out, settings)
+    report = prepare_corpus(
+        args.src_in, args.tgt_in, args.src_out, args.tgt_out, settings, workers=args.workers
+    )
     atomic_write_text(args.report, json.dumps(report, indent=2) + "\n")
     print(summary(report), file=sys.stderr)
     return 0

@@ -24,11 +24,14 @@ and how many lines normalization changed.
 
 from __future__ import annotations
 
-import itertools
+import contextlib
+import gzip
+import multiprocessing
 import os
 import unicodedata
 from collections import Counter
 from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,7 @@ from transformer_core.errors import UserError
 from transformer_core.io import atomic_open
 
 FILTERS = ("empty", "too_long", "ratio")
+CHUNK_LINES = 10_000
 
 
 @dataclass(frozen=True)
@@ -65,20 +69,42 @@ class Normalizer:
     def __init__(self, lang: str, unicode_form: str = "NFC") -> None:
         self.unicode_form = unicode_form
         self.moses = MosesPunctNormalizer(lang=lang)
-        self.removed_chars = 0
 
-    def __call__(self, line: str) -> str:
+    def clean(self, line: str) -> tuple[str, int]:
+        """The normalized line and the number of non-printing characters removed."""
         text = unicodedata.normalize(self.unicode_form, line)
         text = self.moses.normalize(text)
         if text.isprintable():  # fast path: no category C or separator characters but " "
-            return " ".join(text.split())
+            return " ".join(text.split()), 0
         kept = [
             " " if ch.isspace() else ch
             for ch in text
             if ch.isspace() or unicodedata.category(ch)[0] != "C"
         ]
-        self.removed_chars += len(text) - len(kept)
-        return " ".join("".join(kept).split())
+        return " ".join("".join(kept).split()), len(text) - len(kept)
+
+
+@cache
+def _normalizer(lang: str, unicode_form: str) -> Normalizer:
+    return Normalizer(lang, unicode_form)
+
+
+def _normalize_chunk(job: tuple[list[tuple[str, str]], PrepareSettings]) -> tuple[list[tuple[str, str]], Counter]:
+    """Normalize a chunk of raw pairs (runs in worker processes); the pairs and change counts."""
+    pairs, settings = job
+    norm_src = _normalizer(settings.src_lang, settings.unicode_form)
+    norm_tgt = _normalizer(settings.tgt_lang, settings.unicode_form)
+    counts: Counter = Counter()
+    out = []
+    for raw_src, raw_tgt in pairs:
+        src, removed_src = norm_src.clean(raw_src)
+        tgt, removed_tgt = norm_tgt.clean(raw_tgt)
+        counts["changed_src"] += src != raw_src
+        counts["changed_tgt"] += tgt != raw_tgt
+        counts["removed_chars_src"] += removed_src
+        counts["removed_chars_tgt"] += removed_tgt
+        out.append((src, tgt))
+    return out, counts
 
 
 def reject_reason(src: str, tgt: str, max_len: int, max_ratio: float) -> str | None:
@@ -93,8 +119,28 @@ def reject_reason(src: str, tgt: str, max_len: int, max_ratio: float) -> str | N
     return None
 
 
-def _count_rest(lines) -> int:
-    return sum(1 for _ in lines)
+def count_lines(path: Path) -> int:
+    """Lines as ``open_text`` reads them (a last line without a line break counts)."""
+    count, last = 0, b"\n"
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+def _chunks(src_in: Path, tgt_in: Path, settings: PrepareSettings):
+    """(pairs, settings) jobs of ``CHUNK_LINES`` raw pairs."""
+    with open_text(src_in) as src_lines, open_text(tgt_in) as tgt_lines:
+        chunk: list[tuple[str, str]] = []
+        for raw_src, raw_tgt in zip(src_lines, tgt_lines, strict=True):
+            chunk.append((raw_src.rstrip("\n"), raw_tgt.rstrip("\n")))
+            if len(chunk) == CHUNK_LINES:
+                yield chunk, settings
+                chunk = []
+        if chunk:
+            yield chunk, settings
 
 
 def prepare_corpus(
@@ -103,54 +149,51 @@ def prepare_corpus(
     src_out: str | os.PathLike,
     tgt_out: str | os.PathLike,
     settings: PrepareSettings,
+    workers: int = 1,
 ) -> dict[str, Any]:
-    """Normalize (and filter) a parallel corpus, streaming; return the report."""
+    """Normalize (and filter) a parallel corpus, streaming, on ``workers`` processes; the report."""
     src_in, tgt_in = Path(src_in), Path(tgt_in)
     for path in (src_in, tgt_in):
         if not path.is_file():
             raise UserError(f"{path}: no such file")
-    norm_src = Normalizer(settings.src_lang, settings.unicode_form)
-    norm_tgt = Normalizer(settings.tgt_lang, settings.unicode_form)
+    n_src, n_tgt = count_lines(src_in), count_lines(tgt_in)
+    if n_src != n_tgt:
+        raise UserError(
+            f"source and target differ in length: {src_in} has {n_src} lines, {tgt_in} has {n_tgt}"
+        )
     removed: Counter[str] = Counter(dict.fromkeys(FILTERS, 0))
-    changed = Counter(src=0, tgt=0)
-    pairs_in = pairs_out = 0
-    with (
-        open_text(src_in) as src_lines,
-        open_text(tgt_in) as tgt_lines,
-        atomic_open(src_out) as out_src,
-        atomic_open(tgt_out) as out_tgt,
-    ):
-        for raw_src, raw_tgt in itertools.zip_longest(src_lines, tgt_lines):
-            if raw_src is None or raw_tgt is None:
-                rest = 1 + _count_rest(tgt_lines if raw_src is None else src_lines)
-                n_src = pairs_in + (rest if raw_tgt is None else 0)
-                n_tgt = pairs_in + (rest if raw_src is None else 0)
-                raise UserError(
-                    f"source and target differ in length: {src_in} has {n_src} lines, {tgt_in} has {n_tgt}"
-                )
-            pairs_in += 1
-            raw_src, raw_tgt = raw_src.rstrip("\n"), raw_tgt.rstrip("\n")
-            src, tgt = norm_src(raw_src), norm_tgt(raw_tgt)
-            changed["src"] += src != raw_src
-            changed["tgt"] += tgt != raw_tgt
-            if settings.filter:
-                reason = reject_reason(src, tgt, settings.max_len, settings.max_ratio)
-                if reason is not None:
-                    removed[reason] += 1
-                    continue
-            out_src.write(src + "\n")
-            out_tgt.write(tgt + "\n")
-            pairs_out += 1
+    counts: Counter[str] = Counter()
+    pairs_out = 0
+    with contextlib.ExitStack() as stack:
+        out_src = stack.enter_context(atomic_open(src_out))
+        out_tgt = stack.enter_context(atomic_open(tgt_out))
+        jobs = _chunks(src_in, tgt_in, settings)
+        if workers > 1:
+            pool = stack.enter_context(multiprocessing.get_context("spawn").Pool(workers))
+            results = pool.imap(_normalize_chunk, jobs)
+        else:
+            results = map(_normalize_chunk, jobs)
+        for pairs, chunk_counts in results:
+            counts += chunk_counts
+            for src, tgt in pairs:
+                if settings.filter:
+                    reason = reject_reason(src, tgt, settings.max_len, settings.max_ratio)
+                    if reason is not None:
+                        removed[reason] += 1
+                        continue
+                out_src.write(src + "\n")
+                out_tgt.write(tgt + "\n")
+                pairs_out += 1
     return {
         "inputs": {"src": str(src_in), "tgt": str(tgt_in)},
         "outputs": {"src": str(src_out), "tgt": str(tgt_out)},
         "settings": asdict(settings),
-        "pairs_in": pairs_in,
+        "pairs_in": n_src,
         "pairs_out": pairs_out,
         "removed": dict(removed),
-        "removed_total": pairs_in - pairs_out,
-        "lines_changed_by_normalization": dict(changed),
-        "nonprinting_chars_removed": {"src": norm_src.removed_chars, "tgt": norm_tgt.removed_chars},
+        "removed_total": n_src - pairs_out,
+        "lines_changed_by_normalization": {"src": counts["changed_src"], "tgt": counts["changed_tgt"]},
+        "nonprinting_chars_removed": {"src": counts["removed_chars_src"], "tgt": counts["removed_chars_tgt"]},
     }
 
 
