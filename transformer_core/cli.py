@@ -17,6 +17,10 @@ from transformer_core.errors import UserError
 
 # Pipeline order; the name is both the subcommand and the module under commands/.
 COMMANDS = (
+    "download",
+    "prepare",
+    "spm",
+    "binarize",
     "params",
     "table2",
     "table3_row",

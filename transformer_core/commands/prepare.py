@@ -1,0 +1,65 @@
+"""``transformer-core prepare``: normalize a parallel corpus and filter training pairs, with a report.
+
+Writes the normalized (and, unless ``--no-filter``, filtered) pair of files,
+a JSON report of every count, and a one-line summary on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HELP = "normalize (unicode, Moses punctuation, non-printing chars) and filter a parallel corpus"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--src-in", required=True, type=Path)
+    parser.add_argument("--tgt-in", required=True, type=Path)
+    parser.add_argument("--src-out", required=True, type=Path)
+    parser.add_argument("--tgt-out", required=True, type=Path)
+    parser.add_argument("--report", required=True, type=Path, help="JSON report of the counts")
+    parser.add_argument("--src-lang", default="en")
+    parser.add_argument("--tgt-lang", default="de")
+    parser.add_argument(
+        "--max-len", type=int, default=250, help="drop pairs with a side longer than this (tokens)"
+    )
+    parser.add_argument(
+        "--max-ratio",
+        type=float,
+        default=1.5,
+        help="drop pairs whose token-length ratio exceeds this",
+    )
+    parser.add_argument(
+        "--no-filter",
+        dest="filter",
+        action="store_false",
+        help="only normalize; keep every line (dev/test, so references never lose lines)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="processes normalizing in parallel (order is kept)"
+    )
+    parser.add_argument(
+        "--unicode-form", choices=("NFC", "NFKC"), default="NFC", help="unicode normalization form"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from transformer_core.data.prepare import PrepareSettings, prepare_corpus, summary
+    from transformer_core.io import atomic_write_text
+
+    settings = PrepareSettings(
+        src_lang=args.src_lang,
+        tgt_lang=args.tgt_lang,
+        max_len=args.max_len,
+        max_ratio=args.max_ratio,
+        filter=args.filter,
+        unicode_form=args.unicode_form,
+    )
+    report = prepare_corpus(
+        args.src_in, args.tgt_in, args.src_out, args.tgt_out, settings, workers=args.workers
+    )
+    atomic_write_text(args.report, json.dumps(report, indent=2) + "\n")
+    print(summary(report), file=sys.stderr)
+    return 0

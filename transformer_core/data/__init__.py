@@ -1,0 +1,14 @@
+"""The data stage: download, text preparation, BPE, binarized corpora and batching.
+
+Modules, in pipeline order:
+
+- ``registry``   the datasets (URLs, archive members, checksums), read from ``datasets.yaml``
+- ``fetch``      cache, mirror, resumable HTTP downloads, checksum checks, archive extraction
+- ``sources``    a registry dataset assembled into ``{train,dev,test}.{src,tgt}`` + manifest
+- ``smoke``      the seeded generator of the structured smoke corpus (``smoke_lexicon.yaml``)
+- ``prepare``    normalization and the counted filters of training pairs
+- ``bpe``        joint sentencepiece BPE: bounded-sample training, encode, decode
+- ``binarized``  the memory-mapped corpus format, its streaming writer, ``binarize``
+- ``dataset``    ``ParallelDataset``: the reader of that format
+- ``batching``   ``TokenBucketSampler``, ``padding_stats`` and ``collate``
+"""

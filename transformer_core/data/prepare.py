@@ -1,0 +1,210 @@
+"""Text preparation: normalization of every line, and the counted filters of training pairs.
+
+Normalization (always, both sides):
+
+1. Unicode normalization (NFC by default: canonical, so no visible change;
+   NFKC also folds compatibility characters such as ligatures and full-width forms);
+2. Moses punctuation normalization (sacremoses ``MosesPunctNormalizer``, the
+   port of ``normalize-punctuation.perl``, for the side's language);
+3. removal of non-printing characters (Unicode category C: control, format,
+   private-use, unassigned; as Moses' ``remove-non-printing-char.perl``), with
+   every run of whitespace, including line and paragraph separators, made one space.
+
+Filters (training data only; ``filter=False`` for dev/test keeps every line
+so references stay aligned), applied in this order, each pair counted under
+the first that removes it:
+
+- ``empty``: either side empty after normalization;
+- ``too_long``: either side longer than ``max_len`` whitespace tokens;
+- ``ratio``: the longer side has more than ``max_ratio`` times the tokens of the shorter.
+
+Nothing is dropped silently: the report counts pairs in, out and per reason,
+and how many lines normalization changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import multiprocessing
+import os
+import unicodedata
+from collections import Counter
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from sacremoses import MosesPunctNormalizer
+
+from transformer_core.data.fetch import open_text
+from transformer_core.errors import UserError
+from transformer_core.io import atomic_open
+
+FILTERS = ("empty", "too_long", "ratio")
+CHUNK_LINES = 10_000
+
+
+@dataclass(frozen=True)
+class PrepareSettings:
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    max_len: int = 250
+    max_ratio: float = 1.5
+    filter: bool = True
+    unicode_form: str = "NFC"
+
+    def __post_init__(self) -> None:
+        if self.unicode_form not in ("NFC", "NFKC"):
+            raise UserError(f"unicode_form must be NFC or NFKC, not {self.unicode_form!r}")
+        if self.max_len < 1:
+            raise UserError(f"max_len must be at least 1, got {self.max_len}")
+        if self.max_ratio < 1:
+            raise UserError(f"max_ratio must be at least 1, got {self.max_ratio}")
+
+
+class Normalizer:
+    """Line normalization for one language (steps 1-3 of the module docstring)."""
+
+    def __init__(self, lang: str, unicode_form: str = "NFC") -> None:
+        self.unicode_form = unicode_form
+        self.moses = MosesPunctNormalizer(lang=lang)
+
+    def clean(self, line: str) -> tuple[str, int]:
+        """The normalized line and the number of non-printing characters removed."""
+        text = unicodedata.normalize(self.unicode_form, line)
+        text = self.moses.normalize(text)
+        if text.isprintable():  # fast path: no category C or separator characters but " "
+            return " ".join(text.split()), 0
+        kept = [
+            " " if ch.isspace() else ch
+            for ch in text
+            if ch.isspace() or unicodedata.category(ch)[0] != "C"
+        ]
+        return " ".join("".join(kept).split()), len(text) - len(kept)
+
+
+@cache
+def _normalizer(lang: str, unicode_form: str) -> Normalizer:
+    return Normalizer(lang, unicode_form)
+
+
+def _normalize_chunk(job: tuple[list[tuple[str, str]], PrepareSettings]) -> tuple[list[tuple[str, str]], Counter]:
+    """Normalize a chunk of raw pairs (runs in worker processes); the pairs and change counts."""
+    pairs, settings = job
+    norm_src = _normalizer(settings.src_lang, settings.unicode_form)
+    norm_tgt = _normalizer(settings.tgt_lang, settings.unicode_form)
+    counts: Counter = Counter()
+    out = []
+    for raw_src, raw_tgt in pairs:
+        src, removed_src = norm_src.clean(raw_src)
+        tgt, removed_tgt = norm_tgt.clean(raw_tgt)
+        counts["changed_src"] += src != raw_src
+        counts["changed_tgt"] += tgt != raw_tgt
+        counts["removed_chars_src"] += removed_src
+        counts["removed_chars_tgt"] += removed_tgt
+        out.append((src, tgt))
+    return out, counts
+
+
+def reject_reason(src: str, tgt: str, max_len: int, max_ratio: float) -> str | None:
+    """The first filter that removes the pair (``FILTERS``), or None to keep it."""
+    n_src, n_tgt = len(src.split()), len(tgt.split())
+    if n_src == 0 or n_tgt == 0:
+        return "empty"
+    if n_src > max_len or n_tgt > max_len:
+        return "too_long"
+    if max(n_src, n_tgt) > max_ratio * min(n_src, n_tgt):
+        return "ratio"
+    return None
+
+
+def count_lines(path: Path) -> int:
+    """Lines as ``open_text`` reads them (a last line without a line break counts)."""
+    count, last = 0, b"\n"
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+def _chunks(src_in: Path, tgt_in: Path, settings: PrepareSettings):
+    """(pairs, settings) jobs of ``CHUNK_LINES`` raw pairs."""
+    with open_text(src_in) as src_lines, open_text(tgt_in) as tgt_lines:
+        chunk: list[tuple[str, str]] = []
+        for raw_src, raw_tgt in zip(src_lines, tgt_lines, strict=True):
+            chunk.append((raw_src.rstrip("\n"), raw_tgt.rstrip("\n")))
+            if len(chunk) == CHUNK_LINES:
+                yield chunk, settings
+                chunk = []
+        if chunk:
+            yield chunk, settings
+
+
+def prepare_corpus(
+    src_in: str | os.PathLike,
+    tgt_in: str | os.PathLike,
+    src_out: str | os.PathLike,
+    tgt_out: str | os.PathLike,
+    settings: PrepareSettings,
+    workers: int = 1,
+) -> dict[str, Any]:
+    """Normalize (and filter) a parallel corpus, streaming, on ``workers`` processes; the report."""
+    src_in, tgt_in = Path(src_in), Path(tgt_in)
+    for path in (src_in, tgt_in):
+        if not path.is_file():
+            raise UserError(f"{path}: no such file")
+    n_src, n_tgt = count_lines(src_in), count_lines(tgt_in)
+    if n_src != n_tgt:
+        raise UserError(
+            f"source and target differ in length: {src_in} has {n_src} lines, {tgt_in} has {n_tgt}"
+        )
+    removed: Counter[str] = Counter(dict.fromkeys(FILTERS, 0))
+    counts: Counter[str] = Counter()
+    pairs_out = 0
+    with contextlib.ExitStack() as stack:
+        out_src = stack.enter_context(atomic_open(src_out))
+        out_tgt = stack.enter_context(atomic_open(tgt_out))
+        jobs = _chunks(src_in, tgt_in, settings)
+        if workers > 1:
+            pool = stack.enter_context(multiprocessing.get_context("spawn").Pool(workers))
+            results = pool.imap(_normalize_chunk, jobs)
+        else:
+            results = map(_normalize_chunk, jobs)
+        for pairs, chunk_counts in results:
+            counts += chunk_counts
+            for src, tgt in pairs:
+                if settings.filter:
+                    reason = reject_reason(src, tgt, settings.max_len, settings.max_ratio)
+                    if reason is not None:
+                        removed[reason] += 1
+                        continue
+                out_src.write(src + "\n")
+                out_tgt.write(tgt + "\n")
+                pairs_out += 1
+    return {
+        "inputs": {"src": str(src_in), "tgt": str(tgt_in)},
+        "outputs": {"src": str(src_out), "tgt": str(tgt_out)},
+        "settings": asdict(settings),
+        "pairs_in": n_src,
+        "pairs_out": pairs_out,
+        "removed": dict(removed),
+        "removed_total": n_src - pairs_out,
+        "lines_changed_by_normalization": {"src": counts["changed_src"], "tgt": counts["changed_tgt"]},
+        "nonprinting_chars_removed": {"src": counts["removed_chars_src"], "tgt": counts["removed_chars_tgt"]},
+    }
+
+
+def summary(report: dict[str, Any]) -> str:
+    """One human line for stderr."""
+    removed = report["removed"]
+    share = report["removed_total"] / report["pairs_in"] if report["pairs_in"] else 0.0
+    reasons = ", ".join(f"{k} {removed[k]}" for k in FILTERS)
+    return (
+        f"prepare {report['inputs']['src']} / {report['inputs']['tgt']}: {report['pairs_in']} pairs in, "
+        f"{report['pairs_out']} out, {report['removed_total']} removed ({share:.2%}: {reasons}); "
+        f"normalization changed {report['lines_changed_by_normalization']['src']} source and "
+        f"{report['lines_changed_by_normalization']['tgt']} target lines"
+    )
