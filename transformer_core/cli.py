@@ -16,7 +16,7 @@ from transformer_core import __version__
 from transformer_core.errors import UserError
 
 # Pipeline order; the name is both the subcommand and the module under commands/.
-COMMANDS: tuple[str, ...] = ("score",)
+COMMANDS: tuple[str, ...] = ("treebank", "score", "evalb")
 
 
 def build_parser() -> argparse.ArgumentParser:
