@@ -1,0 +1,215 @@
+"""BLEU two ways: the paper's tokenized score and sacreBLEU 13a.
+
+The paper's BLEU numbers were made by tensor2tensor's ``get_ende_bleu.sh``:
+``replace-unicode-punctuation.perl``, Moses ``tokenizer.perl -l de``, hyphen
+compound splitting ("a-b" -> "a ##AT##-##AT## b") and Moses
+``multi-bleu.perl`` (case-sensitive corpus BLEU on whitespace tokens). Its
+reference was additionally "tweaked" by hand: all quotes, the German low
+quote „ included, were turned into ``"`` (tensor2tensor issue #317).
+``paper_bleu`` applies that same normalization to hypothesis and reference
+alike, so that a system is neither rewarded nor punished for its quote style.
+
+That score is not comparable across papers; sacreBLEU's 13a tokenization of
+the detokenized text, with its signature, is (``sacrebleu_13a``). SPEC.md
+asks for both on every test set.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from transformer_core.errors import UserError
+
+MAX_ORDER = 4
+
+# multi-bleu.perl reads bytes and splits with Perl's `split`: ASCII whitespace only.
+_PERL_WHITESPACE = re.compile(r"[ \t\n\r\f\v]+")
+# get_ende_bleu.sh: perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g' on bytes,
+# hence ASCII \S; matches do not overlap, so "a-b-c" -> "a ##AT##-##AT## b-c".
+_COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)", re.ASCII)
+# The reference tweak of tensor2tensor issue #317: the low quote that
+# replace-unicode-punctuation.perl leaves alone also becomes a plain quote.
+_LOW_DOUBLE_QUOTE = "\u201e"
+
+
+@dataclass(frozen=True)
+class BleuStats:
+    """Corpus BLEU with the numbers multi-bleu.perl and sacreBLEU print beside it.
+
+    ``bleu`` is in [0, 100]; ``counts[n-1]`` are the clipped n-gram matches and
+    ``totals[n-1]`` the hypothesis n-grams, for n = 1..4.
+    """
+
+    bleu: float
+    counts: tuple[int, ...]
+    totals: tuple[int, ...]
+    bp: float
+    ratio: float
+    hyp_len: int
+    ref_len: int
+
+    @property
+    def precisions(self) -> tuple[float, ...]:
+        """Modified n-gram precisions in percent (0 where there is no n-gram)."""
+        return tuple(
+            100.0 * c / t if t else 0.0 for c, t in zip(self.counts, self.totals, strict=True)
+        )
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "precisions": list(self.precisions)}
+
+    def __str__(self) -> str:
+        precisions = "/".join(f"{p:.1f}" for p in self.precisions)
+        return (
+            f"BLEU = {self.bleu:.2f}, {precisions} (BP={self.bp:.3f}, ratio={self.ratio:.3f}, "
+            f"hyp_len={self.hyp_len}, ref_len={self.ref_len})"
+        )
+
+
+def _ngrams(tokens: list[str], n: int) -> Counter:
+    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
+
+def multi_bleu(hyps: Sequence[str], refs: Sequence[str]) -> BleuStats:
+    """Corpus BLEU on already tokenized lines, with multi-bleu.perl's semantics.
+
+    One reference per line; tokens are split on ASCII whitespace; case matters;
+    clipped n-gram counts and lengths are summed over the corpus; the brevity
+    penalty is exp(1 - ref_len / hyp_len) when the hypothesis is shorter; no
+    smoothing, so the score is 0 as soon as one order has no match.
+    """
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    counts = [0] * MAX_ORDER
+    totals = [0] * MAX_ORDER
+    hyp_len = ref_len = 0
+    for hyp, ref in zip(hyps, refs, strict=True):
+        hyp_tokens = [t for t in _PERL_WHITESPACE.split(hyp) if t]
+        ref_tokens = [t for t in _PERL_WHITESPACE.split(ref) if t]
+        hyp_len += len(hyp_tokens)
+        ref_len += len(ref_tokens)
+        for n in range(1, MAX_ORDER + 1):
+            hyp_ngrams = _ngrams(hyp_tokens, n)
+            ref_ngrams = _ngrams(ref_tokens, n)
+            totals[n - 1] += sum(hyp_ngrams.values())
+            counts[n - 1] += sum(min(c, ref_ngrams[g]) for g, c in hyp_ngrams.items())
+    if ref_len == 0 or hyp_len == 0:
+        # multi-bleu.perl prints 0 (empty reference) or divides by zero (empty output).
+        return BleuStats(0.0, tuple(counts), tuple(totals), 0.0, 0.0, hyp_len, ref_len)
+    bp = 1.0 if hyp_len >= ref_len else math.exp(1.0 - ref_len / hyp_len)
+    if min(counts) == 0:
+        bleu = 0.0
+    else:
+        log_precision = (
+            sum(math.log(c / t) for c, t in zip(counts, totals, strict=True)) / MAX_ORDER
+        )
+        bleu = 100.0 * bp * math.exp(log_precision)
+    return BleuStats(bleu, tuple(counts), tuple(totals), bp, hyp_len / ref_len, hyp_len, ref_len)
+
+
+def split_compounds(line: str) -> str:
+    """Put hyphenated compounds in "##AT##" form: "rich-text" -> "rich ##AT##-##AT## text"."""
+    return _COMPOUND_HYPHEN.sub(r"\1 ##AT##-##AT## \2", line)
+
+
+class PaperTokenizer:
+    """The text side of get_ende_bleu.sh: punctuation replacement, Moses tokenizer, ##AT##.
+
+    Moses' tokenizer escapes ``& | < > ' " [ ]`` as tokenizer.perl does by
+    default (t2t passed no ``-no-escape``); escaping maps characters one to one,
+    so it changes no BLEU score.
+    """
+
+    def __init__(self, lang: str = "de"):
+        from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+        self.lang = lang
+        self._punct = MosesPunctNormalizer(lang=lang)
+        self._tokenizer = MosesTokenizer(lang=lang)
+
+    def __call__(self, line: str) -> str:
+        line = self._punct.replace_unicode_punct(line).replace(_LOW_DOUBLE_QUOTE, '"')
+        line = self._tokenizer.tokenize(line, return_str=True, escape=True)
+        return split_compounds(line)
+
+
+def paper_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str = "de") -> BleuStats:
+    """The paper-style score of detokenized hypotheses against detokenized references."""
+    tokenize = PaperTokenizer(lang)
+    return multi_bleu([tokenize(h) for h in hyps], [tokenize(r) for r in refs])
+
+
+def sacrebleu_13a(hyps: Sequence[str], refs: Sequence[str]) -> tuple[BleuStats, str]:
+    """sacreBLEU's default corpus BLEU (13a, cased, exp smoothing) and its signature."""
+    from sacrebleu.metrics import BLEU
+
+    metric = BLEU()
+    score = metric.corpus_score(list(hyps), [list(refs)])
+    ratio = score.sys_len / score.ref_len if score.ref_len else 0.0
+    stats = BleuStats(
+        score.score,
+        tuple(score.counts),
+        tuple(score.totals),
+        score.bp,
+        ratio,
+        score.sys_len,
+        score.ref_len,
+    )
+    return stats, str(metric.get_signature())
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """Lines of a UTF-8 text file (gzipped if it ends in .gz), split on "\\n" only.
+
+    Splitting on "\\n" alone keeps U+2028 and other Unicode line separators
+    inside their sentence, as the Perl scripts and sacreBLEU's CLI do.
+    """
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8", newline="\n") as handle:
+            return [line[:-1] if line.endswith("\n") else line for line in handle]
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+
+
+def score_files(hyp_path: str | os.PathLike, ref_path: str | os.PathLike, lang: str = "de") -> dict:
+    """Both BLEU variants of a hypothesis file against a reference file, as a JSON-ready dict.
+
+    The flat ``counts``/``bp``/``ratio``/``hyp_len``/``ref_len`` fields belong to
+    the paper-style score; ``sacrebleu_stats`` holds the same fields for sacreBLEU.
+    """
+    hyps, refs = read_lines(hyp_path), read_lines(ref_path)
+    if len(hyps) != len(refs):
+        raise UserError(
+            f"line counts differ: hypothesis {hyp_path}: {len(hyps)}, "
+            f"reference {ref_path}: {len(refs)}"
+        )
+    paper = paper_bleu(hyps, refs, lang)
+    sacre, signature = sacrebleu_13a(hyps, refs)
+    return {
+        "hyp": str(hyp_path),
+        "ref": str(ref_path),
+        "lang": lang,
+        "n_lines": len(hyps),
+        "bleu_paper_style": paper.bleu,
+        "sacrebleu": sacre.bleu,
+        "sacrebleu_signature": signature,
+        "counts": list(paper.counts),
+        "totals": list(paper.totals),
+        "precisions": list(paper.precisions),
+        "bp": paper.bp,
+        "ratio": paper.ratio,
+        "hyp_len": paper.hyp_len,
+        "ref_len": paper.ref_len,
+        "sacrebleu_stats": sacre.as_dict(),
+    }

@@ -1,0 +1,126 @@
+"""Treebanks for Table 4 and the files the parsing experiment reads.
+
+Sources: the WSJ part of the Penn Treebank in the LDC layout (sections 02-21
+train, 22 dev, 23 test; the user supplies it, it cannot be downloaded), and
+NLTK's free 10% sample of it (a real-data check). Both are cleaned (traces and
+function tags removed) and written as the same parallel files:
+
+- ``{split}.words``: the sentence, space-separated (the model's input);
+- ``{split}.tree``: its linearized tree (the model's output);
+- ``{split}.tags`` and ``{split}.gold`` for dev and test: gold part-of-speech tags
+  (``treebank delinearize`` gives them back to predicted trees, so that EVALB
+  deletes the same punctuation on both sides) and gold trees for EVALB.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from transformer_core.errors import UserError
+from transformer_core.io import atomic_open
+from transformer_core.parsing import Tree, clean, linearize, parse_trees
+
+SPLITS = ("train", "dev", "test")
+WSJ_SECTIONS = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}
+_WSJ_LAYOUT = (
+    "expected the LDC layout DIR/wsj/SS/wsj_SSNN.mrg or DIR/SS/wsj_SSNN.mrg with sections 02-23 "
+    "(for example treebank_3/parsed/mrg, or its wsj folder)"
+)
+NLTK_MEMBER_PREFIX = "treebank/combined/wsj_"
+
+
+def clean_all(trees: Iterable[Tree]) -> list[Tree]:
+    """Cleaned trees; a tree with nothing but traces is dropped."""
+    return [t for t in (clean(tree) for tree in trees) if t is not None]
+
+
+def wsj_section_files(directory: str | os.PathLike) -> dict[str, list[Path]]:
+    """The .mrg files of each split, from a WSJ treebank folder in the LDC layout."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise UserError(f"{directory}: no such directory; {_WSJ_LAYOUT}")
+    root = directory / "wsj" if (directory / "wsj").is_dir() else directory
+    files: dict[str, list[Path]] = {}
+    missing = []
+    for split, sections in WSJ_SECTIONS.items():
+        files[split] = []
+        for section in sections:
+            found = sorted((root / f"{section:02d}").glob(f"wsj_{section:02d}[0-9][0-9].mrg"))
+            if not found:
+                missing.append(f"{section:02d}")
+            files[split].extend(found)
+    if len(missing) == sum(len(sections) for sections in WSJ_SECTIONS.values()):
+        raise UserError(f"{root}: no WSJ section folders with wsj_SSNN.mrg files; {_WSJ_LAYOUT}")
+    if missing:
+        raise UserError(
+            f"{root}: no wsj_SSNN.mrg files for section(s) {', '.join(missing)}; {_WSJ_LAYOUT}"
+        )
+    return files
+
+
+def read_wsj(directory: str | os.PathLike) -> dict[str, list[Tree]]:
+    """Cleaned trees of the standard splits: 02-21 train, 22 dev, 23 test."""
+    splits = {}
+    for split, paths in wsj_section_files(directory).items():
+        trees: list[Tree] = []
+        for path in paths:
+            trees.extend(parse_trees(path.read_text(encoding="utf-8", errors="replace"), str(path)))
+        splits[split] = clean_all(trees)
+    return splits
+
+
+def read_nltk_sample(zip_path: str | os.PathLike, held_out_files: int) -> dict[str, list[Tree]]:
+    """Cleaned trees of NLTK's treebank.zip: the last N files are test, the N before them dev."""
+    zip_path = Path(zip_path)
+    try:
+        archive = zipfile.ZipFile(zip_path)
+    except FileNotFoundError:
+        raise UserError(f"{zip_path}: no such file") from None
+    except zipfile.BadZipFile:
+        raise UserError(f"{zip_path}: not a zip file") from None
+    with archive:
+        names = sorted(
+            n for n in archive.namelist() if n.startswith(NLTK_MEMBER_PREFIX) and n.endswith(".mrg")
+        )
+        if not names:
+            raise UserError(
+                f"{zip_path}: no {NLTK_MEMBER_PREFIX}*.mrg members (NLTK's treebank.zip?)"
+            )
+        if held_out_files < 1 or 2 * held_out_files >= len(names):
+            raise UserError(
+                f"--test-files {held_out_files}: need 1 <= N and 2N < {len(names)} files in {zip_path}"
+            )
+        n = held_out_files
+        groups = {"train": names[: -2 * n], "dev": names[-2 * n : -n], "test": names[-n:]}
+        return {
+            split: clean_all(
+                tree
+                for name in members
+                for tree in parse_trees(archive.read(name).decode("utf-8", errors="replace"), name)
+            )
+            for split, members in groups.items()
+        }
+
+
+def write_parsing_corpus(out: str | os.PathLike, splits: dict[str, list[Tree]]) -> dict[str, int]:
+    """Write the parallel files of every split (see the module docstring); return tree counts."""
+    out = Path(out)
+    for split in SPLITS:
+        trees = splits[split]
+        if not trees:
+            raise UserError(f"the {split} split has no trees")
+        _write_lines(out / f"{split}.words", (" ".join(t.words()) for t in trees))
+        _write_lines(out / f"{split}.tree", (" ".join(linearize(t)) for t in trees))
+        if split != "train":
+            _write_lines(out / f"{split}.tags", (" ".join(t.tags()) for t in trees))
+            _write_lines(out / f"{split}.gold", (str(t) for t in trees))
+    return {split: len(splits[split]) for split in SPLITS}
+
+
+def _write_lines(path: Path, lines: Iterable[str]) -> None:
+    with atomic_open(path) as handle:
+        for line in lines:
+            handle.write(line + "\n")
