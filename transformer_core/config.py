@@ -146,3 +146,96 @@ def experiment(name: str) -> Experiment:
 def model_config(name: str, **overrides: Any) -> ModelConfig:
     """The ModelConfig of a preset or Table 3 row, with further overrides (e.g. vocab_size)."""
     return BASE.replace(**{**experiment(name).model, **overrides})
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The training recipe (paper section 5) and the run's bookkeeping.
+
+    ``tokens_per_step`` is the number of *target* tokens per optimizer step,
+    summed over all devices (the paper: about 25000, with as many source
+    tokens). ``max_tokens`` bounds one micro-batch on one device (padded tokens
+    per side). Gradients are accumulated over
+    ``ceil(tokens_per_step / (max_tokens * world_size))`` micro-batches, so a
+    step holds about the same tokens on 1 GPU as on 8 and steps stay comparable.
+    """
+
+    steps: int = 100_000
+    max_tokens: int = 3125  # the paper's 25000 over 8 GPUs: one micro-batch each, no accumulation
+    tokens_per_step: int = 25_000
+    warmup: int = 4000
+    lr_scale: float = 1.0  # multiplies the paper's schedule; 1.0 is the paper
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    checkpoint_interval: int = 1500  # SPEC.md: ~10 minutes of the paper's base run; 600 for big
+    keep_last: int = 5  # enough to average the paper's last 5 (base); 20 for big
+    seed: int = 1
+    log_interval: int = 100
+    precision: str = "auto"  # auto | fp32 | bf16
+    device: str = "auto"  # auto | cpu | cuda
+    num_threads: int | None = None  # torch CPU threads; None leaves torch's default
+
+    # Settings that change the trajectory: a resumed run must use the same values.
+    TRAJECTORY = ("max_tokens", "tokens_per_step", "warmup", "lr_scale", "adam_beta1", "adam_beta2",
+                  "adam_eps", "seed")
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "max_tokens", "tokens_per_step", "warmup", "checkpoint_interval",
+                     "keep_last", "log_interval"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"train.{name} must be a positive integer, got {value!r}")
+        if self.num_threads is not None and (isinstance(self.num_threads, bool)
+                                             or not isinstance(self.num_threads, int) or self.num_threads <= 0):
+            raise ConfigError(f"train.num_threads must be a positive integer, got {self.num_threads!r}")
+        if not self.lr_scale > 0:
+            raise ConfigError(f"train.lr_scale must be positive, got {self.lr_scale!r}")
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"train.{name} must be in [0, 1), got {getattr(self, name)!r}")
+        if not self.adam_eps > 0:
+            raise ConfigError(f"train.adam_eps must be positive, got {self.adam_eps!r}")
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise ConfigError(f"train.precision must be auto, fp32 or bf16, got {self.precision!r}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ConfigError(f"train.device must be auto, cpu or cuda, got {self.device!r}")
+
+    def accumulation(self, world_size: int) -> int:
+        """Micro-batches per device per optimizer step."""
+        return -(-self.tokens_per_step // (self.max_tokens * world_size))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def for_experiment(cls, name: str, **overrides: Any) -> TrainConfig:
+        """Defaults of a preset or Table 3 row (its steps; big: checkpoints every 600 steps, keep 20)."""
+        exp = experiment(name)
+        defaults: dict[str, Any] = {"steps": exp.train_steps}
+        if name == "big":
+            defaults.update(checkpoint_interval=600, keep_last=20)
+        return cls(**{**defaults, **{k: v for k, v in overrides.items() if v is not None}})
+
+
+def parse_overrides(items: list[str], cls: type = ModelConfig, where: str = "--set") -> dict[str, Any]:
+    """``["d_model=256", "dropout=0.3"]`` -> typed values for ``cls``'s fields.
+
+    An unknown key or a value of the wrong type is a ConfigError naming it.
+    """
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"{where} {item!r}: expected KEY=VALUE")
+        if key not in fields:
+            raise ConfigError(f"{where} {item!r}: unknown key {key!r} (known: {', '.join(sorted(fields))})")
+        kind = type(fields[key].default)
+        try:
+            value = float(text) if kind is float else int(text) if kind is int else text
+        except ValueError:
+            raise ConfigError(f"{where} {item!r}: {key} takes a {kind.__name__}, got {text!r}") from None
+        overrides[key] = value
+    return overrides

@@ -1,0 +1,138 @@
+"""Training: the loss goes down, the run directory is complete, and mistakes fail early and clearly."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from transformer_core.checkpoint import list_checkpoints, load_checkpoint, load_model
+from transformer_core.cli import main
+from transformer_core.config import TrainConfig, parse_overrides
+from transformer_core.data.binarized import BinarizedWriter
+from transformer_core.errors import ConfigError, UserError
+from transformer_core.train import train
+
+# A model small enough for a 2-core CPU: about 22K parameters.
+TINY = ["--set", "encoder_layers=1", "--set", "decoder_layers=1", "--set", "d_model=32", "--set", "d_ff=64",
+        "--set", "h=2", "--set", "d_k=16", "--set", "d_v=16"]
+TINY_OVERRIDES = parse_overrides([item for item in TINY if item != "--set"])
+
+
+def write_corpus(prefix, n=20, vocab=24, seed=0, min_len=3, max_len=8):
+    """``n`` random pairs whose target is the reversed source: a task a tiny model can learn."""
+    rng = np.random.default_rng(seed)
+    with BinarizedWriter(prefix, vocab) as writer:
+        for _ in range(n):
+            src = rng.integers(4, vocab, rng.integers(min_len, max_len + 1)).tolist()
+            writer.add(src, src[::-1])
+    return prefix
+
+
+def test_tiny_model_fits_20_pairs(tmp_path):
+    corpus = write_corpus(tmp_path / "train")
+    cfg = TrainConfig(steps=150, max_tokens=200, tokens_per_step=200, warmup=30, log_interval=10,
+                      checkpoint_interval=50, keep_last=2, num_threads=1)
+    summary = train(corpus, tmp_path / "run", "base", cfg,
+                    {**TINY_OVERRIDES, "dropout": 0.0, "label_smoothing": 0.0}, dev_prefix=corpus)
+    losses = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    train_losses = [r["loss"] for r in losses if r["event"] == "train"]
+    assert train_losses[0] > 2.5  # about log(24) at the start
+    assert summary["final_train_loss"] < 0.1 * train_losses[0]
+    assert summary["dev_ppl"] < 1.5 and summary["steps"] == 150
+    assert summary["tokens_tgt"] == summary["token_counts"]["tgt_tokens"] > 0
+    assert summary["flops_analytic"] > 0 and summary["flops_paper_method"] is None  # CPU: not in the table
+    # Checkpoints every 50 steps, the last 2 kept; last.pt is the final one and loads alone.
+    run = tmp_path / "run"
+    assert [s for s, _ in list_checkpoints(run / "checkpoints")] == [100, 150]
+    assert load_checkpoint(run / "last.pt")["step"] == 150
+    assert load_model(run / "last.pt").cfg.vocab_size == 24
+    dev = [r for r in losses if r["event"] == "dev"]
+    assert [r["step"] for r in dev] == [50, 100, 150]
+
+
+def test_checkpoint_holds_the_training_state(tmp_path):
+    corpus = write_corpus(tmp_path / "train")
+    cfg = TrainConfig(steps=2, max_tokens=64, tokens_per_step=128, warmup=10, checkpoint_interval=1,
+                      num_threads=1)
+    train(corpus, tmp_path / "run", "base", cfg, TINY_OVERRIDES)
+    ckpt = load_checkpoint(tmp_path / "run" / "checkpoints" / "step_0000002.pt")  # weights_only=True
+    assert ckpt["step"] == 2 and ckpt["experiment"] == "base"
+    assert ckpt["schedule"] == {"d_model": 32, "warmup": 10, "lr_scale": 1.0}
+    assert set(ckpt["rng"][0]) >= {"torch", "python", "numpy"}
+    assert ckpt["data"]["world_size"] == 1 and ckpt["data"]["index"] >= 0
+    assert ckpt["optimizer"]["state"] and ckpt["train_config"]["tokens_per_step"] == 128
+
+
+def test_resume_refuses_other_settings_and_finished_run_is_a_no_op(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "train")
+    cfg = TrainConfig(steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1,
+                      num_threads=1)
+    train(corpus, tmp_path / "run", "base", cfg, TINY_OVERRIDES)
+    with pytest.raises(UserError, match="pass --resume"):
+        train(corpus, tmp_path / "run", "base", cfg, TINY_OVERRIDES)
+    summary = train(corpus, tmp_path / "run", "base", cfg, TINY_OVERRIDES, resume=True)
+    assert summary["steps"] == 2 and "nothing to do" in capsys.readouterr().err
+    longer = TrainConfig(**{**cfg.to_dict(), "steps": 3, "lr_scale": 2.0})
+    with pytest.raises(UserError, match="lr_scale=1.0"):
+        train(corpus, tmp_path / "run", "base", longer, TINY_OVERRIDES, resume=True)
+    with pytest.raises(UserError, match="differs in d_ff"):
+        train(corpus, tmp_path / "run", "base", TrainConfig(**{**cfg.to_dict(), "steps": 3}),
+              {**TINY_OVERRIDES, "d_ff": 32}, resume=True)
+
+
+def test_accumulation_matches_the_paper_on_any_device_count():
+    cfg = TrainConfig()  # 25000 target tokens per step, 3125 per micro-batch
+    assert [cfg.accumulation(n) for n in (1, 2, 4, 8, 16)] == [8, 4, 2, 1, 1]
+    assert TrainConfig(max_tokens=4096).accumulation(1) == 7
+    assert TrainConfig.for_experiment("big").checkpoint_interval == 600
+    assert TrainConfig.for_experiment("big").steps == 300_000
+    with pytest.raises(ConfigError, match="train.keep_last"):
+        TrainConfig(keep_last=0)
+
+
+def test_bad_set_key_is_a_clean_error(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "train")
+    code = main(["train", "--train", str(corpus), "--out-dir", str(tmp_path / "run"), "--set", "d_modle=3"])
+    err = capsys.readouterr().err
+    assert code == 2 and "d_modle" in err and "Traceback" not in err
+    with pytest.raises(ConfigError, match="dropout takes a float"):
+        parse_overrides(["dropout=high"])
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_overrides(["d_model"])
+    assert parse_overrides(["d_model=64", "dropout=0.3", "positional=learned"]) == {
+        "d_model": 64, "dropout": 0.3, "positional": "learned"}
+    code = main(["train", "--train", str(corpus), "--out-dir", str(tmp_path / "run"), "--set", "vocab_size=9"])
+    assert code == 2 and "comes from the dataset" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def run_cli(capsys, *args):
+    """The CLI in this process (no second torch import): exit status and stderr."""
+    code = main([str(a) for a in args])
+    return code, capsys.readouterr().err
+
+
+def test_impossible_batch_fails_early_with_advice(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "train", min_len=10, max_len=12)
+    code, err = run_cli(capsys, "train", "--train", corpus, "--out-dir", tmp_path / "run", *TINY,
+                        "--max-tokens", "8")
+    assert code == 2 and "raise max_tokens" in err
+    code, err = run_cli(capsys, "train", "--train", corpus, "--out-dir", tmp_path / "run", *TINY,
+                        "--set", "positional=learned", "--set", "max_positions=8")
+    assert code == 2 and "max_positions=13" in err
+
+
+def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "train")
+    # An absurd learning rate drives the weights to infinity within a few steps.
+    code, err = run_cli(capsys, "train", "--train", corpus, "--out-dir", tmp_path / "run", *TINY,
+                        "--steps", "50", "--max-tokens", "64", "--tokens-per-step", "64", "--warmup", "1",
+                        "--lr-scale", "1e30", "--checkpoint-interval", "1", "--keep-last", "50",
+                        "--num-threads", "1")
+    assert code == 2 and "loss is not finite" in err and "last good checkpoint" in err
+    kept = list_checkpoints(tmp_path / "run" / "checkpoints")
+    assert kept and kept[-1][0] < 50 and str(kept[-1][1]) in err
+    assert not (tmp_path / "run" / "summary.json").exists()
+    state = load_checkpoint(kept[-1][1])["model"]
+    assert all(not torch.isnan(t).any() for t in state.values())

@@ -1,0 +1,64 @@
+"""``transformer-core train``: train one model (paper section 5), alone or under torchrun.
+
+    transformer-core train --train data/bin/train --dev data/bin/dev --out-dir runs/base --experiment base
+    torchrun --nproc_per_node 8 -m transformer_core train ...      # the same, on 8 GPUs
+
+Every option left out takes the paper's value (steps from the experiment:
+100K, 300K for big). Progress goes to stderr every --log-interval steps
+(redirect it to keep a log file); RUN_DIR gets checkpoints/, metrics.jsonl,
+summary.json and last.pt.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "Train a Transformer (Adam, warmup + inverse-sqrt schedule, label smoothing, DDP under torchrun)."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--train", required=True, metavar="PREFIX", help="binarized training split")
+    parser.add_argument("--dev", metavar="PREFIX",
+                        help="binarized dev split: loss and perplexity (no label smoothing) at each checkpoint")
+    parser.add_argument("--out-dir", required=True, metavar="RUN_DIR", help="run directory to write")
+    parser.add_argument("--experiment", default="base", metavar="NAME",
+                        help="preset or Table 3 row: base, big, A1..E (default: base)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a model config field, e.g. --set d_model=256 (repeatable)")
+    parser.add_argument("--steps", type=int, help="optimizer steps (default: the experiment's, 100K base)")
+    parser.add_argument("--max-tokens", type=int,
+                        help="tokens per micro-batch per device, per side, padding included (default: 3125)")
+    parser.add_argument("--tokens-per-step", type=int,
+                        help="target tokens per optimizer step over all devices; gradients are accumulated "
+                             "over ceil(this / (max-tokens x devices)) micro-batches (default: 25000)")
+    parser.add_argument("--warmup", type=int, help="warmup steps of the schedule (default: 4000)")
+    parser.add_argument("--lr-scale", type=float,
+                        help="multiplies the paper's learning rate d_model^-0.5 min(step^-0.5, step warmup^-1.5) "
+                             "(default: 1.0, the paper; short smoke runs of tiny models may use another)")
+    parser.add_argument("--checkpoint-interval", type=int, metavar="K",
+                        help="checkpoint every K steps (default: 1500; 600 for big), and always at the end")
+    parser.add_argument("--keep-last", type=int, metavar="M",
+                        help="keep the newest M checkpoints (default: 5; 20 for big)")
+    parser.add_argument("--seed", type=int, help="random seed (default: 1; rank r uses seed + r for dropout)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from RUN_DIR's newest checkpoint (a finished run is left as it is)")
+    parser.add_argument("--log-interval", type=int, metavar="L", help="log every L steps (default: 100)")
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"),
+                        help="auto (default): bf16 autocast on GPUs that support it, fp32 elsewhere")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="default: auto (CUDA if present)")
+    parser.add_argument("--num-threads", type=int, help="torch CPU threads (default: torch's choice)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from transformer_core.config import TrainConfig, parse_overrides
+    from transformer_core.train import train
+
+    overrides = parse_overrides(args.set)
+    cfg = TrainConfig.for_experiment(
+        args.experiment, steps=args.steps, max_tokens=args.max_tokens, tokens_per_step=args.tokens_per_step,
+        warmup=args.warmup, lr_scale=args.lr_scale, checkpoint_interval=args.checkpoint_interval,
+        keep_last=args.keep_last, seed=args.seed, log_interval=args.log_interval, precision=args.precision,
+        device=args.device, num_threads=args.num_threads,
+    )
+    train(args.train, args.out_dir, args.experiment, cfg, overrides, dev_prefix=args.dev, resume=args.resume)
+    return 0

@@ -1,0 +1,105 @@
+"""Distributed data parallel the torchrun way (DESIGN.md).
+
+``torchrun --nproc_per_node N [--nnodes M --rdzv-endpoint HOST:PORT] -m transformer_core train ...``
+sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT; we read them
+and join the process group through ``env://``. Nothing is spawned here and no
+port is chosen here: torchrun's rendezvous does that, on one node or many. With
+no WORLD_SIZE (or WORLD_SIZE=1) the same code runs as one plain process.
+
+NCCL on GPUs, gloo on CPUs. Initialization and teardown are idempotent: a
+process group that already exists is reused and left alone at teardown.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from transformer_core.device import resolve_device
+from transformer_core.errors import UserError
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """Where this process sits: its rank among ``world_size`` and its device."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    device: torch.device
+    owns_group: bool  # we created the process group, so we destroy it
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the only process that writes files and logs."""
+        return self.rank == 0
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise UserError(f"environment variable {name}={value!r} is not an integer") from None
+
+
+def setup(device_name: str = "auto") -> DistContext:
+    """Join the process group torchrun describes (if any) and pick this rank's device."""
+    world_size = _env_int("WORLD_SIZE", 1)
+    rank = _env_int("RANK", 0)
+    local_rank = _env_int("LOCAL_RANK", 0)
+    device = resolve_device(device_name, local_rank)
+    if world_size <= 1:
+        return DistContext(0, 0, 1, device, owns_group=False)
+    if not dist.is_available():
+        raise UserError(f"WORLD_SIZE={world_size} but this torch build has no torch.distributed")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    owns = not dist.is_initialized()
+    if owns:
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        kwargs = {"device_id": device} if device.type == "cuda" else {}
+        dist.init_process_group(backend=backend, init_method="env://", **kwargs)
+    if dist.get_world_size() != world_size or dist.get_rank() != rank:
+        raise UserError(f"process group (rank {dist.get_rank()} of {dist.get_world_size()}) does not "
+                        f"match RANK={rank} WORLD_SIZE={world_size}")
+    return DistContext(rank, local_rank, world_size, device, owns_group=owns)
+
+
+def teardown(ctx: DistContext) -> None:
+    """Leave the process group if we created it; safe to call twice."""
+    if ctx.owns_group and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce_sum(values: list[float], ctx: DistContext) -> list[float]:
+    """Sum a few numbers over all ranks (float64: exact for token counts below 2^53)."""
+    if not ctx.distributed:
+        return list(values)
+    tensor = torch.tensor(values, dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor.tolist()
+
+
+def gather_objects(obj: Any, ctx: DistContext) -> list[Any]:
+    """Every rank's ``obj``, in rank order (on every rank)."""
+    if not ctx.distributed:
+        return [obj]
+    gathered: list[Any] = [None] * ctx.world_size
+    dist.all_gather_object(gathered, obj)
+    return gathered
+
+
+def barrier(ctx: DistContext) -> None:
+    if ctx.distributed:
+        dist.barrier()

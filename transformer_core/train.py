@@ -1,0 +1,530 @@
+"""Training (paper section 5): the loop, its checkpoints, logs, summary and resumption.
+
+One optimizer step takes ``accumulation`` micro-batches on each of
+``world_size`` devices (``TrainConfig.accumulation``). Its loss is the sum of
+label-smoothed token losses over all of them divided by the global number of
+target tokens, so the gradient equals that of one big batch however the tokens
+are split: each rank all-reduces the token count before the forward pass and
+scales its loss by ``world_size / global_tokens`` (DDP averages gradients over
+ranks). All but the last micro-batch run under ``no_sync``. Adam(0.9, 0.98,
+1e-9) follows the paper's learning-rate schedule (``schedule.py``).
+
+A run directory holds ``checkpoints/step_NNNNNNN.pt`` (every
+``checkpoint_interval`` steps and at the last step; the newest ``keep_last``
+are kept), ``metrics.jsonl`` (one JSON object per log line or dev evaluation),
+``summary.json`` (written last: its presence means the run finished) and
+``last.pt`` (the final checkpoint). A checkpoint holds everything the run needs
+to continue exactly: weights, optimizer, schedule, step, every rank's RNG
+states and the data position, so a killed run that is resumed ends with the
+same weights as one that never stopped (bit-identical on CPU).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
+
+from transformer_core import distributed
+from transformer_core.checkpoint import (
+    checkpoint_path,
+    link_or_copy,
+    list_checkpoints,
+    load_checkpoint,
+    prune_checkpoints,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from transformer_core.config import ModelConfig, TrainConfig, model_config
+from transformer_core.data.batching import Batch, TokenBucketSampler, collate
+from transformer_core.data.dataset import ParallelDataset
+from transformer_core.device import autocast_dtype
+from transformer_core.distributed import DistContext
+from transformer_core.errors import UserError
+from transformer_core.flops import TokenCounts, paper_method_cost, training_flops
+from transformer_core.io import atomic_write_text
+from transformer_core.loss import label_smoothed_nll_loss, perplexity
+from transformer_core.model import Transformer, count_parameters
+from transformer_core.schedule import learning_rate
+
+
+class TrainingDiverged(UserError):
+    """The loss became NaN or infinite; the run stops before updating the weights."""
+
+
+# -- data --------------------------------------------------------------------------------------
+
+class BatchStream:
+    """This rank's micro-batches, epoch after epoch, resumable at a (epoch, index) position."""
+
+    def __init__(self, dataset: ParallelDataset, sampler: TokenBucketSampler, cfg: ModelConfig,
+                 epoch: int = 0, index: int = 0):
+        self.dataset, self.sampler, self.cfg = dataset, sampler, cfg
+        self.epoch, self.index = epoch, index
+        self._batches = sampler.batches(epoch)
+
+    def next(self) -> Batch:
+        while self.index >= len(self._batches):
+            self.epoch, self.index = self.epoch + 1, 0
+            self._batches = self.sampler.batches(self.epoch)
+        indices = self._batches[self.index]
+        self.index += 1
+        return collate(self.dataset, indices, self.cfg.pad_id, self.cfg.bos_id, self.cfg.eos_id)
+
+    @property
+    def position(self) -> dict[str, int]:
+        """Where the next micro-batch comes from."""
+        return {"epoch": self.epoch, "index": self.index}
+
+
+def lengths(batch: Batch, pad_id: int) -> tuple[list[int], list[int]]:
+    """Per-sentence source (with EOS) and target (with BOS) positions, padding excluded."""
+    return batch.src.ne(pad_id).sum(1).tolist(), batch.tgt_out.ne(pad_id).sum(1).tolist()
+
+
+# -- model + loss --------------------------------------------------------------------------------
+
+class LossModel(nn.Module):
+    """The Transformer and its loss in one forward (what DDP wraps).
+
+    The pre-softmax projection, the largest matrix multiplication for a big
+    vocabulary, runs only on the non-pad target positions.
+    """
+
+    def __init__(self, model: Transformer):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, epsilon: float) -> tuple[Tensor, Tensor]:
+        model = self.model
+        memory, src_mask = model.encode(src)
+        y = model.embed(tgt_in)
+        for layer in model.decoder_layers:  # Transformer.decode, minus the projection of padding
+            y = layer(y, memory, src_mask)
+        keep = tgt_out != model.cfg.pad_id
+        out = label_smoothed_nll_loss(model.project(y[keep]), tgt_out[keep], epsilon, model.cfg.pad_id)
+        return out.loss, out.nll
+
+
+@dataclass
+class StepResult:
+    """Global (all-rank) sums of one optimizer step."""
+
+    loss: float
+    nll: float
+    tgt_tokens: int
+    src_tokens: int
+    lr: float
+
+
+@dataclass
+class IntervalStats:
+    """Sums since the last log line."""
+
+    loss: float = 0.0
+    nll: float = 0.0
+    tgt_tokens: int = 0
+    src_tokens: int = 0
+    steps: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    def add(self, r: StepResult) -> None:
+        self.loss += r.loss
+        self.nll += r.nll
+        self.tgt_tokens += r.tgt_tokens
+        self.src_tokens += r.src_tokens
+        self.steps += 1
+
+
+def seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+
+
+def _no_buffer_sync() -> dict:
+    """DDP need not broadcast buffers before each forward: the only one is the constant sinusoid table."""
+    params = inspect.signature(DistributedDataParallel.__init__).parameters
+    return {"forward_sync_buffers": False} if "forward_sync_buffers" in params else {"broadcast_buffers": False}
+
+
+def _adam_kwargs(device: torch.device) -> dict:
+    """Fused Adam where torch has it for the device (CPU and CUDA in recent torch): fewer passes."""
+    try:
+        torch.optim.Adam([torch.zeros(1, device=device, requires_grad=True)], fused=True)
+    except (RuntimeError, TypeError):
+        return {}
+    return {"fused": True}
+
+
+class Trainer:
+    """Model, optimizer, data stream and counters of one rank; ``train_step`` is one optimizer step."""
+
+    def __init__(self, model_cfg: ModelConfig, cfg: TrainConfig, ctx: DistContext, train_set: ParallelDataset):
+        self.model_cfg, self.cfg, self.ctx = model_cfg, cfg, ctx
+        seed_everything(cfg.seed)  # the same initial weights on every rank
+        self.model = Transformer(model_cfg).to(ctx.device)
+        self.loss_model: nn.Module = LossModel(self.model)
+        if ctx.distributed:
+            self.loss_model = DistributedDataParallel(
+                self.loss_model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
+                gradient_as_bucket_view=True, **_no_buffer_sync())
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(cfg.adam_beta1, cfg.adam_beta2),
+                                          eps=cfg.adam_eps, **_adam_kwargs(ctx.device))
+        self.autocast = autocast_dtype(ctx.device, cfg.precision)
+        seed_everything(cfg.seed + ctx.rank)  # dropout masks differ between ranks
+        self.sampler = TokenBucketSampler(train_set.src_lens, train_set.tgt_lens, cfg.max_tokens, seed=cfg.seed,
+                                          rank=ctx.rank, world_size=ctx.world_size)
+        self.stream = BatchStream(train_set, self.sampler, model_cfg)
+        self.accumulation = cfg.accumulation(ctx.world_size)
+        self.step = 0
+        self.counts = TokenCounts()  # global, over all ranks
+        self.wall_before = 0.0  # training seconds of earlier sessions of this run
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.ctx.device.type, dtype=self.autocast)
+
+    def train_step(self) -> StepResult:
+        """One optimizer step; raises TrainingDiverged (weights untouched) on a non-finite loss."""
+        pad = self.model_cfg.pad_id
+        batches = [self.stream.next() for _ in range(self.accumulation)]
+        counts = TokenCounts()
+        for batch in batches:
+            counts.add(*lengths(batch, pad))
+        global_counts = TokenCounts(*map(round, distributed.all_reduce_sum(list(asdict(counts).values()),
+                                                                           self.ctx)))
+        scale = self.ctx.world_size / global_counts.tgt_tokens
+        lr = learning_rate(self.step + 1, self.model_cfg.d_model, self.cfg.warmup, self.cfg.lr_scale)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        loss_sum = torch.zeros((), device=self.ctx.device)
+        nll_sum = torch.zeros((), device=self.ctx.device)
+        self.model.train()
+        for i, batch in enumerate(batches):
+            last = i == len(batches) - 1
+            sync = contextlib.nullcontext() if last or not self.ctx.distributed else self.loss_model.no_sync()
+            with sync:
+                with self._autocast():
+                    loss, nll = self.loss_model(*(t.to(self.ctx.device, non_blocking=True)
+                                                  for t in (batch.src, batch.tgt_in, batch.tgt_out)),
+                                                self.model_cfg.label_smoothing)
+                (loss * scale).backward()
+            loss_sum += loss.detach()
+            nll_sum += nll
+        total_loss, total_nll = distributed.all_reduce_sum([loss_sum.item(), nll_sum.item()], self.ctx)
+        if not (math.isfinite(total_loss) and math.isfinite(total_nll)):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise TrainingDiverged(f"loss is not finite ({total_loss}) at step {self.step + 1}")
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        self.counts.merge(global_counts)
+        return StepResult(total_loss, total_nll, global_counts.tgt_tokens, global_counts.src_tokens, lr)
+
+    @torch.no_grad()
+    def evaluate(self, dataset: ParallelDataset) -> dict[str, float]:
+        """Dev loss (NLL per target token, no label smoothing) and perplexity, over all ranks."""
+        sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, self.cfg.max_tokens, seed=0,
+                                     rank=self.ctx.rank, world_size=self.ctx.world_size)
+        loss_model = self.loss_model.module if self.ctx.distributed else self.loss_model
+        self.model.eval()
+        nll_sum, tokens = 0.0, 0
+        for indices in sampler.batches(0):
+            batch = collate(dataset, indices, self.model_cfg.pad_id, self.model_cfg.bos_id, self.model_cfg.eos_id)
+            with self._autocast():
+                _, nll = loss_model(batch.src.to(self.ctx.device), batch.tgt_in.to(self.ctx.device),
+                                    batch.tgt_out.to(self.ctx.device), 0.0)
+            nll_sum += nll.item()
+            tokens += batch.tgt_tokens
+        self.model.train()
+        nll_sum, tokens = distributed.all_reduce_sum([nll_sum, tokens], self.ctx)
+        return {"dev_loss": nll_sum / tokens, "dev_ppl": perplexity(nll_sum, int(tokens))}
+
+    # -- checkpoint state --------------------------------------------------------------------
+    def state(self, wall_seconds: float, metrics: dict[str, Any]) -> dict[str, Any]:
+        """Everything but model_config/model for ``save_checkpoint``; collective (gathers RNG states)."""
+        return {
+            "step": self.step,
+            "optimizer": self.optimizer.state_dict(),
+            "schedule": {"d_model": self.model_cfg.d_model, "warmup": self.cfg.warmup,
+                         "lr_scale": self.cfg.lr_scale},
+            "rng": distributed.gather_objects(rng_state(), self.ctx),
+            "data": {**self.stream.position, "world_size": self.ctx.world_size},
+            "train_config": self.cfg.to_dict(),
+            "token_counts": asdict(self.counts),
+            "wall_seconds": wall_seconds,
+            "metrics": metrics,
+        }
+
+    def load_state(self, payload: dict[str, Any], log: Callable[[str], None]) -> None:
+        """Continue from a checkpoint ``payload`` (loaded on the CPU)."""
+        self.model.load_state_dict(payload["model"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.step = int(payload["step"])
+        self.counts = TokenCounts(**payload["token_counts"])
+        self.wall_before = float(payload["wall_seconds"])
+        data = payload["data"]
+        epoch, index = int(data["epoch"]), int(data["index"])
+        if int(data["world_size"]) == self.ctx.world_size and len(payload["rng"]) == self.ctx.world_size:
+            set_rng_state(payload["rng"][self.ctx.rank])
+        else:
+            # Another number of devices: the per-rank batches and RNG streams cannot continue
+            # exactly; keep the share of the epoch already seen and reseed from the step.
+            index = -(-index * int(data["world_size"]) // self.ctx.world_size)
+            seed_everything(self.cfg.seed + self.ctx.rank + 1_000_003 * self.step)
+            log(f"note: the checkpoint was written by {data['world_size']} rank(s), this run has "
+                f"{self.ctx.world_size}; continuing at epoch {epoch}, batch {index}, not bit-identically")
+        self.stream = BatchStream(self.stream.dataset, self.sampler, self.model_cfg, epoch, index)
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunPaths:
+    out_dir: Path
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.out_dir / "checkpoints"
+
+    @property
+    def metrics(self) -> Path:
+        return self.out_dir / "metrics.jsonl"
+
+    @property
+    def summary(self) -> Path:
+        return self.out_dir / "summary.json"
+
+    @property
+    def last(self) -> Path:
+        return self.out_dir / "last.pt"
+
+
+class MetricsLog:
+    """``metrics.jsonl``: one JSON object per line, appended by rank 0."""
+
+    def __init__(self, path: Path, enabled: bool):
+        self.path, self.enabled = path, enabled
+
+    def truncate_after(self, step: int) -> None:
+        """Drop the lines of steps after ``step`` (written by a killed session after its last checkpoint)."""
+        if not self.enabled or not self.path.exists():
+            return
+        kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and json.loads(line).get("step", 0) <= step]
+        atomic_write_text(self.path, "".join(line + "\n" for line in kept))
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.enabled:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+
+def _elapsed(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def _out_of_memory(err: BaseException) -> bool:
+    """CUDA's OutOfMemoryError, Python's MemoryError, or the CPU allocator's RuntimeError."""
+    return isinstance(err, (torch.OutOfMemoryError, MemoryError)) or \
+        "out of memory" in str(err) or "can't allocate memory" in str(err)
+
+
+def _check_fits(model_cfg: ModelConfig, datasets: dict[str, ParallelDataset]) -> None:
+    """A learned position table must hold the longest sentence (sinusoids extend on the fly)."""
+    if model_cfg.positional != "learned":
+        return
+    for name, ds in datasets.items():
+        longest = int(max(ds.src_lens.max(initial=0), ds.tgt_lens.max(initial=0))) + 1
+        if longest > model_cfg.max_positions:
+            raise UserError(f"the {name} set has a sentence of {longest} positions (with BOS/EOS) but the learned "
+                            f"position table holds {model_cfg.max_positions}: raise it with "
+                            f"--set max_positions={longest} or filter long sentences")
+
+
+def _resume_checks(payload: dict, path: Path, model_cfg: ModelConfig, cfg: TrainConfig) -> None:
+    stored_model = payload["model_config"]
+    diff = sorted(k for k, v in model_cfg.to_dict().items() if stored_model.get(k) != v)
+    if diff:
+        raise UserError(f"cannot resume from {path}: its model config differs in {', '.join(diff)} "
+                        f"({', '.join(f'{k}={stored_model.get(k)!r}' for k in diff)})")
+    stored = payload["train_config"]
+    diff = [k for k in TrainConfig.TRAJECTORY if stored.get(k) != getattr(cfg, k)]
+    if diff:
+        raise UserError(f"cannot resume from {path}: it was trained with "
+                        f"{', '.join(f'{k}={stored.get(k)!r}' for k in diff)}; pass the same values "
+                        "(or start a new --out-dir)")
+    if int(payload["step"]) > cfg.steps:
+        raise UserError(f"{path} is at step {payload['step']}, beyond --steps {cfg.steps}")
+
+
+def train(train_prefix: str | Path, out_dir: str | Path, experiment: str, cfg: TrainConfig,
+          model_overrides: dict[str, Any] | None = None, dev_prefix: str | Path | None = None,
+          resume: bool = False) -> dict[str, Any]:
+    """Train one model; returns the summary (also written to ``out_dir/summary.json`` by rank 0).
+
+    Run it as one process, or under torchrun for several (``distributed.setup``).
+    """
+    paths = RunPaths(Path(out_dir))
+    if resume and paths.summary.exists():
+        summary = json.loads(paths.summary.read_text(encoding="utf-8"))
+        if summary.get("steps", 0) >= cfg.steps:
+            print(f"{paths.summary}: the run already finished {summary['steps']} steps; nothing to do",
+                  file=sys.stderr)
+            return summary
+    existing = list_checkpoints(paths.checkpoints)
+    if existing and not resume:
+        raise UserError(f"{paths.out_dir} already holds checkpoints (newest {existing[-1][1].name}): pass "
+                        "--resume to continue that run, or choose another --out-dir")
+    if cfg.num_threads is not None:
+        torch.set_num_threads(cfg.num_threads)
+    overrides = dict(model_overrides or {})
+    if "vocab_size" in overrides:
+        raise UserError("model.vocab_size comes from the dataset; do not --set it")
+    train_set = ParallelDataset(train_prefix)
+    dev_set = ParallelDataset(dev_prefix) if dev_prefix is not None else None
+    if dev_set is not None and dev_set.vocab_size != train_set.vocab_size:
+        raise UserError(f"dev set {dev_prefix} has vocabulary {dev_set.vocab_size}, "
+                        f"the training set {train_prefix} has {train_set.vocab_size}")
+    model_cfg = model_config(experiment, vocab_size=train_set.vocab_size, **overrides)
+    _check_fits(model_cfg, {"training": train_set, **({"dev": dev_set} if dev_set else {})})
+
+    ctx = distributed.setup(cfg.device)
+    try:
+        return _run(paths, experiment, model_cfg, cfg, ctx, train_set, dev_set, existing if resume else [])
+    finally:
+        distributed.teardown(ctx)
+
+
+def _run(paths: RunPaths, experiment: str, model_cfg: ModelConfig, cfg: TrainConfig, ctx: DistContext,
+         train_set: ParallelDataset, dev_set: ParallelDataset | None,
+         existing: list[tuple[int, Path]]) -> dict[str, Any]:
+    def log(message: str) -> None:
+        if ctx.is_main:
+            print(message, file=sys.stderr, flush=True)
+
+    trainer = Trainer(model_cfg, cfg, ctx, train_set)
+    metrics_log = MetricsLog(paths.metrics, ctx.is_main)
+    last_metrics: dict[str, Any] = {}
+    if existing:
+        step, path = existing[-1]
+        payload = load_checkpoint(path, map_location="cpu")
+        _resume_checks(payload, path, model_cfg, cfg)
+        trainer.load_state(payload, log)
+        last_metrics = dict(payload.get("metrics", {}))
+        metrics_log.truncate_after(trainer.step)
+        log(f"resuming from {path} (step {trainer.step})")
+    params = count_parameters(trainer.model)
+    log(f"training {experiment}: {params:,} parameters, vocabulary {model_cfg.vocab_size}, "
+        f"{ctx.world_size} x {device_name(ctx.device)}, precision {trainer.autocast or torch.float32}, "
+        f"{cfg.max_tokens} tokens per micro-batch x {trainer.accumulation} accumulation x {ctx.world_size} "
+        f"device(s) for {cfg.tokens_per_step} target tokens per step; {cfg.steps} steps")
+
+    session_start = time.perf_counter()
+    interval = IntervalStats()
+
+    def wall() -> float:
+        return trainer.wall_before + time.perf_counter() - session_start
+
+    while trainer.step < cfg.steps:
+        try:
+            result = trainer.train_step()
+        except TrainingDiverged as err:
+            kept = list_checkpoints(paths.checkpoints)
+            where = f"the last good checkpoint is {kept[-1][1]}" if kept else "no checkpoint was written yet"
+            raise TrainingDiverged(f"{err}; stopped without updating the weights; {where}. Lower --lr-scale "
+                                   "(or raise --warmup), or check the data") from None
+        except (MemoryError, RuntimeError) as err:
+            if not _out_of_memory(err):
+                raise
+            raise UserError(f"out of memory at step {trainer.step + 1} with --max-tokens {cfg.max_tokens} per "
+                            f"micro-batch on {device_name(ctx.device)}: lower --max-tokens (gradient "
+                            f"accumulation keeps {cfg.tokens_per_step} target tokens per step)") from None
+        interval.add(result)
+        step = trainer.step
+        if step % cfg.log_interval == 0 or step == cfg.steps:
+            seconds = time.perf_counter() - interval.started
+            record = {"event": "train", "step": step, "loss": interval.loss / interval.tgt_tokens,
+                      "ppl": perplexity(interval.nll, interval.tgt_tokens), "lr": result.lr,
+                      "tgt_tokens_per_s": interval.tgt_tokens / seconds,
+                      "src_tokens_per_s": interval.src_tokens / seconds,
+                      "tgt_tokens_per_step": interval.tgt_tokens / interval.steps,
+                      "epoch": trainer.stream.epoch, "elapsed_s": wall()}
+            metrics_log.write(record)
+            log(f"step {step}/{cfg.steps} | loss {record['loss']:.4f} | ppl {record['ppl']:.2f} | "
+                f"lr {result.lr:.3e} | {record['tgt_tokens_per_s']:,.0f} tgt tok/s | "
+                f"epoch {record['epoch']} | elapsed {_elapsed(record['elapsed_s'])}")
+            last_metrics.update(train_loss=record["loss"], train_ppl=record["ppl"])
+            interval = IntervalStats()
+        if step % cfg.checkpoint_interval == 0 or step == cfg.steps:
+            if dev_set is not None:
+                dev = trainer.evaluate(dev_set)
+                last_metrics.update(dev)
+                metrics_log.write({"event": "dev", "step": step, **dev, "elapsed_s": wall()})
+                log(f"step {step} | dev loss {dev['dev_loss']:.4f} | dev ppl {dev['dev_ppl']:.2f}")
+            state = trainer.state(wall(), last_metrics)  # every rank: gathers RNG states
+            if ctx.is_main:
+                path = checkpoint_path(paths.checkpoints, step)
+                save_checkpoint(path, model_cfg, trainer.model.state_dict(), experiment=experiment, **state)
+                prune_checkpoints(paths.checkpoints, cfg.keep_last)
+                log(f"step {step} | saved {path}")
+
+    summary = _summary(experiment, model_cfg, cfg, ctx, trainer, params, last_metrics, wall())
+    if ctx.is_main:
+        final = checkpoint_path(paths.checkpoints, trainer.step)
+        link_or_copy(final, paths.last)
+        atomic_write_text(paths.summary, json.dumps(summary, indent=2) + "\n")
+        log(f"done: {trainer.step} steps, {_elapsed(summary['wall_seconds'])}, "
+            f"{summary['tokens_tgt']:,} target tokens; summary in {paths.summary}")
+    distributed.barrier(ctx)
+    return summary
+
+
+def _summary(experiment: str, model_cfg: ModelConfig, cfg: TrainConfig, ctx: DistContext, trainer: Trainer,
+             params: int, metrics: dict[str, Any], wall_seconds: float) -> dict[str, Any]:
+    name = device_name(ctx.device)
+    cost = paper_method_cost(wall_seconds / 3600.0, ctx.world_size, name)
+    return {
+        "experiment": experiment,
+        "steps": trainer.step,
+        "tokens_src": trainer.counts.src_tokens,
+        "tokens_tgt": trainer.counts.tgt_tokens,
+        "token_counts": asdict(trainer.counts),
+        "wall_seconds": wall_seconds,
+        "device": name,
+        "devices": ctx.world_size,
+        "accumulation": trainer.accumulation,
+        "precision": str(trainer.autocast or torch.float32).removeprefix("torch."),
+        "final_train_loss": metrics.get("train_loss"),
+        "final_train_ppl": metrics.get("train_ppl"),
+        "dev_loss": metrics.get("dev_loss"),
+        "dev_ppl": metrics.get("dev_ppl"),
+        "params": params,
+        "flops_paper_method": cost["flops"],
+        "flops_paper_method_note": cost["note"],
+        "flops_analytic": training_flops(model_cfg, trainer.counts),
+        "model_config": model_cfg.to_dict(),
+        "train_config": cfg.to_dict(),
+    }
