@@ -1,0 +1,156 @@
+"""Token-bucket batching: the token budget, coverage, determinism, sharding, and collation."""
+
+import gzip
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from transformer_core.data.batching import TokenBucketSampler, collate, padding_stats
+from transformer_core.data.binarized import BinarizedWriter
+from transformer_core.data.dataset import ParallelDataset
+from transformer_core.errors import UserError
+
+SHARED_DATA = Path(
+    os.environ.get(
+        "TRANSFORMER_CORE_SHARED_DATA",
+        Path(__file__).resolve().parents[1].parent / "shared" / "data",
+    )
+)
+
+
+@pytest.fixture(scope="module")
+def multi30k_train_lengths(tmp_path_factory):
+    """Token counts of Multi30k train (en, de) under a joint BPE 8000 model trained here."""
+    import sentencepiece as spm
+
+    folder = SHARED_DATA / "multi30k"
+    if not (folder / "train.en.gz").exists():
+        pytest.skip(f"Multi30k not found under {folder} (shared test data absent)")
+    tmp = tmp_path_factory.mktemp("m30k")
+    sides = {}
+    for lang in ("en", "de"):
+        with gzip.open(folder / f"train.{lang}.gz", "rt", encoding="utf-8") as handle:
+            sides[lang] = handle.read().splitlines()
+        (tmp / f"train.{lang}").write_text("\n".join(sides[lang]) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=[str(tmp / "train.en"), str(tmp / "train.de")],
+        model_prefix=str(tmp / "bpe"),
+        vocab_size=8000,
+        model_type="bpe",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        num_threads=2,
+        minloglevel=2,
+    )
+    sp = spm.SentencePieceProcessor(model_file=str(tmp / "bpe.model"))
+    return tuple(np.array([len(ids) for ids in sp.encode(sides[lang])]) for lang in ("en", "de"))
+
+
+def lengths(n, seed=0, high=60):
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, high, size=n)
+    tgt = np.clip(src + rng.integers(-5, 6, size=n), 0, None)
+    return src, tgt
+
+
+def cost(batch, lens):
+    return len(batch) * (max(int(lens[i]) for i in batch) + 1)
+
+
+@pytest.mark.parametrize("max_tokens", [65, 200, 1000, 4000])
+def test_no_batch_over_max_tokens_and_each_sentence_once(max_tokens):
+    src, tgt = lengths(3000)
+    sampler = TokenBucketSampler(src, tgt, max_tokens, seed=3)
+    for epoch in range(3):
+        batches = sampler.batches(epoch)
+        assert all(cost(b, src) <= max_tokens and cost(b, tgt) <= max_tokens for b in batches)
+        flat = sorted(i for b in batches for i in b)
+        assert flat == list(range(len(src)))
+
+
+def test_batches_are_nearly_full():
+    # Greedy packing of sorted lengths: a batch only closes when the next sentence does not fit.
+    src, tgt = lengths(3000)
+    batches = TokenBucketSampler(src, tgt, 1000).batches(0)
+    fill = [max(cost(b, src), cost(b, tgt)) / 1000 for b in batches]
+    assert np.median(fill) > 0.9
+
+
+def test_deterministic_per_seed_and_epoch():
+    src, tgt = lengths(2000)
+    a = TokenBucketSampler(src, tgt, 500, seed=7)
+    b = TokenBucketSampler(src, tgt, 500, seed=7)
+    assert a.batches(0) == b.batches(0)
+    assert a.batches(1) == b.batches(1)
+    assert a.batches(0) != a.batches(1)  # reshuffled each epoch
+    assert TokenBucketSampler(src, tgt, 500, seed=8).batches(0) != a.batches(0)
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 8])
+def test_ranks_disjoint_complete_and_equal(world_size):
+    src, tgt = lengths(1999, seed=1)
+    for epoch in range(2):
+        per_rank = [
+            TokenBucketSampler(src, tgt, 700, seed=5, rank=r, world_size=world_size).batches(epoch)
+            for r in range(world_size)
+        ]
+        assert len({len(b) for b in per_rank}) == 1  # same number of steps on every rank
+        flat = [i for batches in per_rank for b in batches for i in b]
+        assert sorted(flat) == list(range(len(src)))  # disjoint and complete
+        for batches in per_rank:
+            assert all(cost(b, src) <= 700 and cost(b, tgt) <= 700 for b in batches)
+
+
+def test_fewer_sentences_than_batches_needed_is_an_error():
+    with pytest.raises(UserError, match="ranks"):
+        TokenBucketSampler([3, 3], [3, 3], 100, world_size=3)
+    # five long pairs that fit only one per batch cannot be dealt evenly to 4 ranks
+    with pytest.raises(UserError, match="evenly"):
+        TokenBucketSampler([9] * 5, [9] * 5, 10, world_size=4).batches(0)
+
+
+def test_sentence_longer_than_max_tokens_says_raise_max_tokens():
+    src, tgt = [3, 10, 4], [3, 4, 40]
+    with pytest.raises(UserError, match=r"raise max_tokens to at least 41"):
+        TokenBucketSampler(src, tgt, 40)
+    TokenBucketSampler(src, tgt, 41)  # BOS/EOS included: 40 + 1 fits exactly
+
+
+def test_padding_stats_counts_slots():
+    src, tgt = np.array([1, 3]), np.array([2, 2])
+    stats = padding_stats([[0, 1]], src, tgt)
+    assert stats["src_tokens"] == 2 + 4 and stats["tgt_tokens"] == 6
+    assert stats["src_padding_share"] == pytest.approx(1 - 6 / 8)
+    assert stats["tgt_padding_share"] == 0
+    assert stats["padding_share"] == pytest.approx(2 / 14)
+
+
+def test_collate_adds_bos_eos_and_padding(tmp_path):
+    with BinarizedWriter(tmp_path / "d", 50) as w:
+        w.add([10, 11, 12], [20])
+        w.add([13], [21, 22, 23, 24])
+    batch = collate(ParallelDataset(tmp_path / "d"), [1, 0])
+    assert batch.src.tolist() == [[13, 3, 0, 0], [10, 11, 12, 3]]
+    assert batch.tgt_in.tolist() == [[2, 21, 22, 23, 24], [2, 20, 0, 0, 0]]
+    assert batch.tgt_out.tolist() == [[21, 22, 23, 24, 3], [20, 3, 0, 0, 0]]
+    assert batch.src.dtype == torch.long and batch.tgt_in.dtype == torch.long
+    assert batch.src_tokens == 6 and batch.tgt_tokens == 7
+    assert batch.src_tokens == int((batch.src != 0).sum())
+    assert batch.tgt_tokens == int((batch.tgt_out != 0).sum())
+
+
+def test_padding_share_on_multi30k_under_ten_percent(multi30k_train_lengths):
+    """The real Multi30k train set, encoded with a joint BPE 8000 model trained here."""
+    src, tgt = multi30k_train_lengths
+    sampler = TokenBucketSampler(src, tgt, 4000, seed=1)
+    for epoch in range(2):
+        batches = sampler.batches(epoch)
+        stats = padding_stats(batches, src, tgt)
+        print(f"Multi30k train, 4000 tokens, epoch {epoch}: {stats}")
+        assert stats["padding_share"] < 0.10
+        assert all(cost(b, src) <= 4000 and cost(b, tgt) <= 4000 for b in batches)

@@ -1,0 +1,103 @@
+"""The binarized format: the streaming writer and ParallelDataset read back what was written."""
+
+import json
+
+import numpy as np
+import pytest
+
+from transformer_core.data.binarized import BinarizedWriter, split_files
+from transformer_core.data.dataset import ParallelDataset
+from transformer_core.errors import UserError
+
+
+def random_pairs(n, vocab_size, seed=0, max_len=12):
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(n):
+        s = rng.integers(4, vocab_size, size=rng.integers(0, max_len)).tolist()
+        t = rng.integers(4, vocab_size, size=rng.integers(0, max_len)).tolist()
+        pairs.append((s, t))
+    return pairs
+
+
+def write(prefix, pairs, vocab_size, chunk_sentences=3, **metadata):
+    with BinarizedWriter(
+        prefix, vocab_size, metadata=metadata, chunk_sentences=chunk_sentences
+    ) as w:
+        for s, t in pairs:
+            w.add(s, t)
+
+
+@pytest.mark.parametrize("vocab_size, dtype", [(8000, "<u2"), (65536, "<u2"), (100_000, "<i4")])
+def test_roundtrip_across_chunks(tmp_path, vocab_size, dtype):
+    pairs = random_pairs(23, vocab_size)  # 23 = 7 full chunks of 3 + a partial one
+    pairs[4] = ([], [5])  # empty source side survives
+    pairs.append(([vocab_size - 1], [vocab_size - 1, 4]))
+    prefix = tmp_path / "bin" / "train"
+    write(prefix, pairs, vocab_size, spm_sha256="abc")
+
+    ds = ParallelDataset(prefix)
+    assert len(ds) == len(pairs)
+    assert ds.vocab_size == vocab_size
+    assert ds.header["dtype"] == dtype
+    assert ds.header["spm_sha256"] == "abc"
+    assert ds.header["src_tokens"] == sum(len(s) for s, _ in pairs)
+    for i, (s, t) in enumerate(pairs):
+        assert ds.src(i).tolist() == s
+        assert ds.tgt(i).tolist() == t
+        assert ds.src(i).dtype == np.int64
+    assert ds.src_lens.tolist() == [len(s) for s, _ in pairs]
+    assert ds.tgt_lens.tolist() == [len(t) for _, t in pairs]
+    assert ds.src(-1).tolist() == pairs[-1][0]
+    with pytest.raises(IndexError):
+        ds.src(len(pairs))
+    names = sorted(p.name for p in prefix.parent.iterdir())
+    assert names == sorted(p.name for p in split_files(prefix).values())
+
+
+def test_empty_split(tmp_path):
+    write(tmp_path / "empty", [], 100)
+    ds = ParallelDataset(tmp_path / "empty")
+    assert len(ds) == 0 and ds.src_lens.size == 0
+
+
+def test_failure_leaves_previous_split_intact(tmp_path):
+    prefix = tmp_path / "train"
+    good = random_pairs(5, 50)
+    write(prefix, good, 50)
+    with pytest.raises(RuntimeError), BinarizedWriter(prefix, 50, chunk_sentences=2) as w:
+        for s, t in random_pairs(7, 50, seed=1):
+            w.add(s, t)
+        raise RuntimeError("killed")
+    ds = ParallelDataset(prefix)
+    assert [ds.src(i).tolist() for i in range(len(ds))] == [s for s, _ in good]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_out_of_range_id_rejected_without_output(tmp_path):
+    with pytest.raises(ValueError, match="out of range"), BinarizedWriter(tmp_path / "x", 10) as w:
+        w.add([1, 2], [10])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_header_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="binarize"):
+        ParallelDataset(tmp_path / "nothing")
+
+
+def test_truncated_array_is_a_user_error(tmp_path):
+    prefix = tmp_path / "train"
+    write(prefix, random_pairs(10, 50), 50)
+    path = split_files(prefix)["tgt.bin"]
+    path.write_bytes(path.read_bytes()[:-2])
+    with pytest.raises(UserError, match="tgt.bin"):
+        ParallelDataset(prefix)
+
+
+def test_foreign_header_is_a_user_error(tmp_path):
+    prefix = tmp_path / "train"
+    write(prefix, random_pairs(3, 50), 50)
+    header = split_files(prefix)["json"]
+    header.write_text(json.dumps({"format": "other"}))
+    with pytest.raises(UserError, match="format"):
+        ParallelDataset(prefix)

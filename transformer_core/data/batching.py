@@ -1,0 +1,202 @@
+"""Token-bucket batching (paper section 5.1: "sentence pairs were batched together by
+approximate sequence length"), and collation into padded tensors.
+
+A batch is a list of sentence indices. Its cost on each side is
+``batch size x (longest sentence + 1)``: the +1 is the EOS appended to the
+source, and the BOS / EOS added to the target input / output; padding counts.
+Each side's cost is at most ``max_tokens``.
+
+Per epoch, from ``(seed, epoch)`` alone:
+
+1. sentences are sorted by their longer side, then source, then target length,
+   ties broken at random, and packed greedily into the largest batches that
+   fit ("buckets"). Sorting by the longer side first packs fuller batches than
+   target-then-source (on Multi30k at 4000 tokens: 122 instead of 131 batches,
+   4.9% instead of 6.6% padding);
+2. if the number of batches is not a multiple of ``world_size``, the batches
+   with the most sentences are split in half until it is, so every rank takes
+   the same number of optimizer steps (no rank waits in an all-reduce that
+   another never reaches) and no sentence is dropped or repeated;
+3. the batches are shuffled and dealt round-robin: rank ``r`` takes batches
+   ``r, r + world_size, ...``.
+
+Every rank computes the same packing, so the ranks' batches are disjoint and
+together cover every sentence exactly once per epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from transformer_core.errors import UserError
+
+
+class TokenBucketSampler:
+    """This rank's length-bucketed batches of at most ``max_tokens`` tokens per side."""
+
+    def __init__(
+        self,
+        src_lens: Sequence[int] | np.ndarray,
+        tgt_lens: Sequence[int] | np.ndarray,
+        max_tokens: int,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        # +1: EOS on the source; BOS (input) or EOS (output) on the target.
+        self.src_cost = np.asarray(src_lens, dtype=np.int64) + 1
+        self.tgt_cost = np.asarray(tgt_lens, dtype=np.int64) + 1
+        if self.src_cost.shape != self.tgt_cost.shape or self.src_cost.ndim != 1:
+            raise ValueError(
+                f"src_lens and tgt_lens must be 1-D and equally long, got shapes "
+                f"{self.src_cost.shape} and {self.tgt_cost.shape}"
+            )
+        if max_tokens <= 0:
+            raise UserError(f"max_tokens must be positive, got {max_tokens}")
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(
+                f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}"
+            )
+        longest = np.maximum(self.src_cost, self.tgt_cost)
+        too_long = np.flatnonzero(longest > max_tokens)
+        if too_long.size:
+            i = int(too_long[np.argmax(longest[too_long])])
+            raise UserError(
+                f"{too_long.size} sentence pair(s) do not fit in max_tokens={max_tokens}; the longest, "
+                f"pair {i}, needs {int(longest[i])} tokens with BOS/EOS "
+                f"({int(self.src_cost[i]) - 1} source, {int(self.tgt_cost[i]) - 1} target): "
+                f"raise max_tokens to at least {int(longest.max())} or filter long pairs"
+            )
+        if len(self.src_cost) < world_size:
+            raise UserError(
+                f"{len(self.src_cost)} sentence pair(s) cannot be shared by {world_size} ranks"
+            )
+        self.max_tokens = int(max_tokens)
+        self.seed = int(seed)
+        self.rank = rank
+        self.world_size = world_size
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        """This rank's batches for ``epoch``, in training order."""
+        rng = np.random.default_rng([self.seed, int(epoch)])
+        packed = self._even_out(self._pack(rng))
+        order = rng.permutation(len(packed))
+        return [packed[j] for j in order[self.rank :: self.world_size]]
+
+    def _pack(self, rng: np.random.Generator) -> list[list[int]]:
+        """Greedy packing of the length-sorted sentences (ties in random order)."""
+        n = len(self.src_cost)
+        longer = np.maximum(self.src_cost, self.tgt_cost)
+        order = np.lexsort((rng.random(n), self.tgt_cost, self.src_cost, longer))
+        batches: list[list[int]] = []
+        current: list[int] = []
+        max_src = max_tgt = 0
+        for i, s, t in zip(
+            order.tolist(),
+            self.src_cost[order].tolist(),
+            self.tgt_cost[order].tolist(),
+            strict=True,
+        ):
+            grown_src, grown_tgt = max(max_src, s), max(max_tgt, t)
+            size = len(current) + 1
+            if size * grown_src > self.max_tokens or size * grown_tgt > self.max_tokens:
+                batches.append(current)
+                current, max_src, max_tgt = [i], s, t
+            else:
+                current.append(i)
+                max_src, max_tgt = grown_src, grown_tgt
+        if current:
+            batches.append(current)
+        return batches
+
+    def _even_out(self, batches: list[list[int]]) -> list[list[int]]:
+        """Split the fullest batches until their number is a multiple of ``world_size``."""
+        while len(batches) % self.world_size:
+            j = max(range(len(batches)), key=lambda k: len(batches[k]))
+            batch = batches[j]
+            if len(batch) < 2:  # only when there are fewer sentences than needed batches
+                raise UserError(
+                    f"{len(self.src_cost)} sentence pair(s) cannot be dealt evenly to "
+                    f"{self.world_size} ranks; use fewer ranks or more data"
+                )
+            half = len(batch) // 2
+            batches[j] = batch[:half]
+            batches.append(batch[half:])
+        return batches
+
+
+def padding_stats(
+    batches: Sequence[Sequence[int]], src_lens: np.ndarray, tgt_lens: np.ndarray
+) -> dict[str, float | int]:
+    """Token and padding counts of ``batches`` (with EOS/BOS, as the model sees them).
+
+    ``padding_share`` is padded slots / all slots over both sides.
+    """
+    src_cost = np.asarray(src_lens, dtype=np.int64) + 1
+    tgt_cost = np.asarray(tgt_lens, dtype=np.int64) + 1
+    tokens = {"src": 0, "tgt": 0}
+    slots = {"src": 0, "tgt": 0}
+    for batch in batches:
+        idx = np.asarray(batch, dtype=np.int64)
+        for side, cost in (("src", src_cost), ("tgt", tgt_cost)):
+            c = cost[idx]
+            tokens[side] += int(c.sum())
+            slots[side] += int(c.max()) * len(idx)
+    total_slots = slots["src"] + slots["tgt"]
+    return {
+        "batches": len(batches),
+        "src_tokens": tokens["src"],
+        "tgt_tokens": tokens["tgt"],
+        "src_padding_share": 1 - tokens["src"] / slots["src"] if slots["src"] else 0.0,
+        "tgt_padding_share": 1 - tokens["tgt"] / slots["tgt"] if slots["tgt"] else 0.0,
+        "padding_share": 1 - (tokens["src"] + tokens["tgt"]) / total_slots if total_slots else 0.0,
+    }
+
+
+@dataclass
+class Batch:
+    """Padded tensors of one batch.
+
+    ``src`` (B, S) = ids + EOS; ``tgt_in`` (B, T) = BOS + ids; ``tgt_out`` (B, T)
+    = ids + EOS; all int64, padded with pad_id. ``src_tokens`` / ``tgt_tokens``
+    count the non-pad positions of ``src`` / ``tgt_out``.
+    """
+
+    src: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    src_tokens: int
+    tgt_tokens: int
+
+
+def collate(
+    dataset, indices: Sequence[int], pad_id: int = 0, bos_id: int = 2, eos_id: int = 3
+) -> Batch:
+    """Gather the pairs ``indices`` of ``dataset`` (a ``ParallelDataset``) into a ``Batch``."""
+    if len(indices) == 0:
+        raise ValueError("cannot collate an empty batch")
+    srcs = [dataset.src(i) for i in indices]
+    tgts = [dataset.tgt(i) for i in indices]
+    width_src = max(len(s) for s in srcs) + 1
+    width_tgt = max(len(t) for t in tgts) + 1
+    src = np.full((len(indices), width_src), pad_id, dtype=np.int64)
+    tgt_in = np.full((len(indices), width_tgt), pad_id, dtype=np.int64)
+    tgt_out = np.full((len(indices), width_tgt), pad_id, dtype=np.int64)
+    for row, (s, t) in enumerate(zip(srcs, tgts, strict=True)):
+        src[row, : len(s)] = s
+        src[row, len(s)] = eos_id
+        tgt_in[row, 0] = bos_id
+        tgt_in[row, 1 : len(t) + 1] = t
+        tgt_out[row, : len(t)] = t
+        tgt_out[row, len(t)] = eos_id
+    return Batch(
+        src=torch.from_numpy(src),
+        tgt_in=torch.from_numpy(tgt_in),
+        tgt_out=torch.from_numpy(tgt_out),
+        src_tokens=sum(len(s) + 1 for s in srcs),
+        tgt_tokens=sum(len(t) + 1 for t in tgts),
+    )

@@ -1,0 +1,172 @@
+"""The binarized corpus format: token ids and lengths as flat, memory-mappable arrays.
+
+One split (e.g. ``data/wmt14_en_de/bin/train``) is the prefix ``PREFIX`` of seven files::
+
+    PREFIX.src.bin  PREFIX.tgt.bin   token ids of all sentences, concatenated (``dtype``)
+    PREFIX.src.idx  PREFIX.tgt.idx   int64 offsets, one more than sentences: sentence i is
+                                     ids[idx[i]:idx[i+1]]
+    PREFIX.src.len  PREFIX.tgt.len   int32 token counts (content only: no BOS/EOS)
+    PREFIX.json                      the header: format, dtype, counts, vocabulary size,
+                                     sentencepiece model checksum
+
+Arrays are raw little-endian numpy buffers (``np.memmap`` reads them without
+loading the corpus). The writer streams: it buffers ``chunk_sentences`` pairs,
+appends them to temporary files and renames everything into place at the end,
+so memory does not grow with the corpus and a failed run leaves the previous
+split untouched. The old header is removed just before the arrays are renamed
+into place and the new one written after them, so a prefix whose header
+exists is complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from transformer_core.errors import UserError
+from transformer_core.io import atomic_open, atomic_write_text
+
+FORMAT = "transformer_core.binarized"
+VERSION = 1
+SIDES = ("src", "tgt")
+OFFSET_DTYPE = np.dtype("<i8")
+LENGTH_DTYPE = np.dtype("<i4")
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """The smallest dtype that holds every id below ``vocab_size`` (uint16 up to 65536)."""
+    return np.dtype("<u2") if vocab_size <= 1 << 16 else np.dtype("<i4")
+
+
+def split_files(prefix: str | os.PathLike) -> dict[str, Path]:
+    """The files of one split: keys ``src.bin``, ``src.idx``, ..., ``json``."""
+    prefix = str(prefix)
+    files = {
+        f"{side}.{kind}": Path(f"{prefix}.{side}.{kind}")
+        for side in SIDES
+        for kind in ("bin", "idx", "len")
+    }
+    files["json"] = Path(f"{prefix}.json")
+    return files
+
+
+class BinarizedWriter:
+    """Stream sentence pairs of token ids into the binarized format of one split.
+
+    Use as a context manager; ``add`` one pair at a time. The files appear only
+    when the ``with`` block ends without an exception. ``metadata`` (e.g. the
+    sentencepiece model path and checksum, the languages) is stored in the header.
+    """
+
+    def __init__(
+        self,
+        prefix: str | os.PathLike,
+        vocab_size: int,
+        metadata: dict[str, Any] | None = None,
+        chunk_sentences: int = 50_000,
+    ) -> None:
+        if vocab_size <= 0:
+            raise ValueError(f"vocab_size must be positive, got {vocab_size}")
+        self.files = split_files(prefix)
+        self.vocab_size = vocab_size
+        self.dtype = token_dtype(vocab_size)
+        self.metadata = dict(metadata or {})
+        self.chunk_sentences = chunk_sentences
+        self.num_sentences = 0
+        self.num_tokens = dict.fromkeys(SIDES, 0)
+        self._buffers: dict[str, list[Sequence[int]]] = {side: [] for side in SIDES}
+        self._handles: dict[str, Any] = {}
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> BinarizedWriter:
+        for key, path in self.files.items():
+            if key != "json":
+                self._handles[key] = self._stack.enter_context(atomic_open(path, "wb"))
+        for side in SIDES:
+            self._handles[f"{side}.idx"].write(np.zeros(1, OFFSET_DTYPE).tobytes())
+        return self
+
+    def add(self, src_ids: Sequence[int], tgt_ids: Sequence[int]) -> None:
+        """Append one sentence pair (content ids only, no BOS/EOS)."""
+        self._buffers["src"].append(src_ids)
+        self._buffers["tgt"].append(tgt_ids)
+        if len(self._buffers["src"]) >= self.chunk_sentences:
+            self._flush()
+
+    def _flush(self) -> None:
+        pending = len(self._buffers["src"])
+        for side in SIDES:
+            sentences = self._buffers[side]
+            if not sentences:
+                continue
+            lengths = np.fromiter((len(s) for s in sentences), dtype=np.int64, count=len(sentences))
+            ids = np.fromiter(
+                (i for s in sentences for i in s), dtype=np.int64, count=int(lengths.sum())
+            )
+            if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+                raise ValueError(
+                    f"token id out of range [0, {self.vocab_size}) near sentence {self.num_sentences}"
+                )
+            offsets = self.num_tokens[side] + np.cumsum(lengths)
+            self._handles[f"{side}.bin"].write(ids.astype(self.dtype).tobytes())
+            self._handles[f"{side}.idx"].write(offsets.astype(OFFSET_DTYPE).tobytes())
+            self._handles[f"{side}.len"].write(lengths.astype(LENGTH_DTYPE).tobytes())
+            self.num_tokens[side] += int(lengths.sum())
+            sentences.clear()
+        self.num_sentences += pending
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self._stack.__exit__(exc_type, exc, tb)
+            return
+        try:
+            self._flush()
+        except BaseException as err:
+            self._stack.__exit__(type(err), err, err.__traceback__)
+            raise
+        # An old header would describe the new arrays if we died between the renames.
+        with contextlib.suppress(FileNotFoundError):
+            self.files["json"].unlink()
+        self._stack.close()
+        atomic_write_text(self.files["json"], json.dumps(self.header(), indent=2) + "\n")
+
+    def header(self) -> dict[str, Any]:
+        """The JSON header describing the arrays written so far."""
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "dtype": self.dtype.str,
+            "offset_dtype": OFFSET_DTYPE.str,
+            "length_dtype": LENGTH_DTYPE.str,
+            "num_sentences": self.num_sentences,
+            "src_tokens": self.num_tokens["src"],
+            "tgt_tokens": self.num_tokens["tgt"],
+            "vocab_size": self.vocab_size,
+            "files": {key: path.name for key, path in self.files.items() if key != "json"},
+            **self.metadata,
+        }
+
+
+def read_header(prefix: str | os.PathLike) -> dict[str, Any]:
+    """Read and check the header of a binarized split; UserError if absent or foreign."""
+    path = split_files(prefix)["json"]
+    try:
+        header = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(
+            f"{path}: no binarized split here (run `transformer-core binarize` first)"
+        ) from None
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}: not a JSON header ({err})") from None
+    if header.get("format") != FORMAT or header.get("version") != VERSION:
+        raise UserError(
+            f"{path}: format {header.get('format')!r} version {header.get('version')!r}, "
+            f"expected {FORMAT!r} version {VERSION}"
+        )
+    return header

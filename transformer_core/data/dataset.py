@@ -1,0 +1,82 @@
+"""``ParallelDataset``: random access to a binarized split without loading it.
+
+Token ids stay memory-mapped on disk (a WMT14 EN-FR split is several GB); only
+the two length arrays, which the batch sampler needs whole, are read into
+memory. Ids come back as content only: ``collate`` adds BOS and EOS.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from transformer_core.data.binarized import SIDES, read_header, split_files
+from transformer_core.errors import UserError
+
+
+def _map(path: os.PathLike, dtype: np.dtype, count: int) -> np.ndarray:
+    """Memory-map ``count`` items of ``dtype`` from ``path``, checking the file size."""
+    size = os.path.getsize(path) if os.path.exists(path) else None
+    if size is None:
+        raise UserError(
+            f"{path}: missing file of a binarized split (run `transformer-core binarize` again)"
+        )
+    if size != count * dtype.itemsize:
+        raise UserError(
+            f"{path}: {size} bytes, the header says {count} x {dtype.itemsize} bytes "
+            "(truncated or from another run; run `transformer-core binarize` again)"
+        )
+    if count == 0:  # mmap refuses empty files
+        return np.zeros(0, dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+
+
+class ParallelDataset:
+    """A binarized split: ``len(ds)`` pairs; ``ds.src(i)``, ``ds.tgt(i)`` give int64 id arrays.
+
+    Attributes: ``src_lens`` and ``tgt_lens`` (int64 arrays of content token
+    counts), ``vocab_size``, and ``header`` (the split's JSON header).
+    """
+
+    def __init__(self, prefix: str | os.PathLike) -> None:
+        self.prefix = str(prefix)
+        self.header: dict[str, Any] = read_header(prefix)
+        files = split_files(prefix)
+        n = int(self.header["num_sentences"])
+        dtype = np.dtype(self.header["dtype"])
+        self.vocab_size = int(self.header["vocab_size"])
+        self._ids: dict[str, np.ndarray] = {}
+        self._offsets: dict[str, np.ndarray] = {}
+        lens: dict[str, np.ndarray] = {}
+        for side in SIDES:
+            self._ids[side] = _map(files[f"{side}.bin"], dtype, int(self.header[f"{side}_tokens"]))
+            self._offsets[side] = _map(
+                files[f"{side}.idx"], np.dtype(self.header["offset_dtype"]), n + 1
+            )
+            lens[side] = np.asarray(
+                _map(files[f"{side}.len"], np.dtype(self.header["length_dtype"]), n), dtype=np.int64
+            )
+        self.src_lens = lens["src"]
+        self.tgt_lens = lens["tgt"]
+
+    def __len__(self) -> int:
+        return len(self.src_lens)
+
+    def _get(self, side: str, i: int) -> np.ndarray:
+        if not -len(self) <= i < len(self):
+            raise IndexError(
+                f"sentence {i} out of range for {len(self)} sentences in {self.prefix}"
+            )
+        i %= len(self)
+        start, end = self._offsets[side][i], self._offsets[side][i + 1]
+        return np.asarray(self._ids[side][start:end], dtype=np.int64)
+
+    def src(self, i: int) -> np.ndarray:
+        """Source token ids of pair ``i`` (content only)."""
+        return self._get("src", i)
+
+    def tgt(self, i: int) -> np.ndarray:
+        """Target token ids of pair ``i`` (content only)."""
+        return self._get("tgt", i)
