@@ -19,6 +19,7 @@ from transformer_core.errors import UserError
 COMMANDS = (
     "params",
     "translate",
+    "ppl",
 )
 
 
