@@ -10,6 +10,9 @@ Subcommands live in ``transformer_core.commands.<name>``; ``COMMANDS = (
     "score",
     "flops",
     "params",
+COMMANDS = (
+    "translate",
+    "ppl",
     "treebank",
     "evalb",
     "table2",

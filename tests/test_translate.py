@@ -1,0 +1,132 @@
+"""translate: line order and empty lines kept, token batching, clear errors, the CLI end to end."""
+
+import io
+import random
+import subprocess
+import sys
+
+import pytest
+import sentencepiece as spm
+import torch
+
+from transformer_core.checkpoint import save_checkpoint
+from transformer_core.config import ModelConfig
+from transformer_core.errors import UserError
+from transformer_core.model import Transformer
+from transformer_core.search import beam_search
+from transformer_core.translate import make_batches, read_lines
+
+WORDS = ("the cat dog house garden river walks sees finds small green old runs near under "
+         "a bird tree red quickly slowly and with from").split()
+
+
+def generated_sentences(n, seed=0):
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def spm_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("spm") / "tiny.model"
+    writer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(generated_sentences(400)), model_writer=writer, vocab_size=60,
+        model_type="bpe", pad_id=0, unk_id=1, bos_id=2, eos_id=3, minloglevel=2,
+    )
+    path.write_bytes(writer.getvalue())
+    return path
+
+
+def make_checkpoint(path, vocab_size, seed=0, **overrides):
+    torch.manual_seed(seed)
+    shape = dict(encoder_layers=1, decoder_layers=1, d_model=32, d_ff=64, h=4, d_k=8, d_v=8,
+                 dropout=0.0, max_positions=128)
+    cfg = ModelConfig(vocab_size=vocab_size, **{**shape, **overrides})
+    model = Transformer(cfg).eval()
+    with torch.no_grad():
+        model.embedding.weight.mul_(4.0)  # sharper, more varied outputs than the initialization
+    save_checkpoint(path, cfg, model.state_dict())
+    return model
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "transformer_core", "translate", *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_translate_keeps_line_order_and_empty_lines(tmp_path, spm_model):
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    model = make_checkpoint(tmp_path / "model.pt", sp.get_piece_size())
+    lines = generated_sentences(14, seed=1)
+    lines[3] = ""
+    lines[8] = "   "
+    lines.append("")
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = cli("--checkpoint", tmp_path / "model.pt", "--spm", spm_model, "--input", tmp_path / "in.txt",
+                 "--output", tmp_path / "out.txt", "--max-tokens", 30, "--max-len-b", 4,
+                 "--device", "cpu", "--num-threads", 1)
+    assert result.returncode == 0, result.stderr
+    assert f"{len(lines)}/{len(lines)} sentences" in result.stderr
+    out = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")
+    assert out[-1] == ""  # the file ends with a newline
+    out = out[:-1]
+    assert len(out) == len(lines)
+    expected = []
+    for line in lines:
+        ids = sp.encode(line)
+        if not ids:
+            expected.append("")
+            continue
+        [hyp] = beam_search(model, torch.tensor([ids + [3]]), beam_size=4, alpha=0.6, max_len_b=4)
+        expected.append(sp.decode(hyp))
+    assert out == expected
+    assert out[3] == out[8] == out[-1] == ""
+    assert len(set(expected)) >= 10  # outputs differ: a shifted line would show
+
+
+def test_make_batches_respects_max_tokens_and_covers_every_sentence():
+    lengths = [5, 12, 3, 12, 40, 7, 7, 1, 9]
+    batches = make_batches(lengths, max_tokens=24)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert batches[0] == [4]  # longer than max_tokens: alone
+    for batch in batches:
+        longest = max(lengths[i] for i in batch)
+        assert len(batch) == 1 or len(batch) * longest <= 24
+        assert lengths[batch[0]] == longest
+    assert [lengths[i] for b in batches for i in b] == sorted(lengths, reverse=True)
+    assert batches[1] == [1, 3]  # equal lengths keep input order
+    with pytest.raises(UserError, match="max-tokens"):
+        make_batches(lengths, 0)
+
+
+def test_read_lines_splits_on_newline_only(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes("a\r\nb\u2028c\n\nlast".encode())
+    assert read_lines(path) == ["a", "b\u2028c", "", "last"]
+    with pytest.raises(UserError, match="not found"):
+        read_lines(tmp_path / "missing.txt")
+
+
+def test_source_too_long_for_learned_positions_names_the_line(tmp_path, spm_model):
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    make_checkpoint(tmp_path / "model.pt", sp.get_piece_size(), positional="learned", max_positions=12)
+    (tmp_path / "in.txt").write_text("the cat\n" + " ".join(["green river"] * 10) + "\n",
+                                     encoding="utf-8")
+    result = cli("--checkpoint", tmp_path / "model.pt", "--spm", spm_model, "--input", tmp_path / "in.txt",
+                 "--output", tmp_path / "out.txt", "--device", "cpu")
+    assert result.returncode == 2
+    assert "in.txt: line 2 has" in result.stderr and "max_positions" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_vocabulary_mismatch_is_a_user_error(tmp_path, spm_model):
+    make_checkpoint(tmp_path / "model.pt", vocab_size=20)  # fewer ids than the spm model has
+    (tmp_path / "in.txt").write_text("the cat\n", encoding="utf-8")
+    result = cli("--checkpoint", tmp_path / "model.pt", "--spm", spm_model, "--input", tmp_path / "in.txt",
+                 "--output", tmp_path / "out.txt", "--device", "cpu")
+    assert result.returncode == 2
+    assert "pieces, more than the model's vocab_size=20" in result.stderr
+    result = cli("--checkpoint", tmp_path / "model.pt", "--spm", tmp_path / "in.txt", "--input",
+                 tmp_path / "in.txt", "--output", tmp_path / "out.txt", "--device", "cpu")
+    assert result.returncode == 2 and "cannot load sentencepiece model" in result.stderr

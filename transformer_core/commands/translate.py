@@ -1,0 +1,68 @@
+"""``transformer-core translate``: beam-search a text file with a checkpoint and a sentencepiece model."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "Decode a text file line by line with beam search (sentencepiece in and out, order kept)."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint", required=True, help="model checkpoint (.pt)")
+    parser.add_argument("--spm", required=True, help="sentencepiece model (.model) of the source and target")
+    parser.add_argument("--input", required=True, help="source text, one sentence per line")
+    parser.add_argument("--output", required=True, help="output text, one line per input line")
+    parser.add_argument("--beam", type=int, default=4, help="beam size (default: 4; 1 is greedy)")
+    parser.add_argument("--alpha", type=float, default=0.6,
+                        help="length penalty ((5+|Y|)/6)^alpha (default: 0.6)")
+    parser.add_argument("--max-len-a", type=float, default=1.0,
+                        help="maximum output length = a * source length + b (default a: 1.0)")
+    parser.add_argument("--max-len-b", type=int, default=50, help="(default b: 50)")
+    parser.add_argument("--max-tokens", type=int, default=4096,
+                        help="source tokens per batch, padding included (default: 4096)")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
+    parser.add_argument("--precision", default="auto",
+                        help="auto, fp32 or bf16 autocast (default: auto = bf16 on capable GPUs)")
+    parser.add_argument("--num-threads", type=int, default=None,
+                        help="CPU threads for torch (default: torch's choice)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import sentencepiece as spm
+    import torch
+
+    from transformer_core.checkpoint import load_model
+    from transformer_core.device import autocast_dtype, resolve_device
+    from transformer_core.errors import UserError
+    from transformer_core.io import atomic_write_text
+    from transformer_core.translate import (
+        DecodeOptions,
+        Progress,
+        check_vocabulary,
+        read_lines,
+        translate_lines,
+    )
+
+    if args.beam < 1:
+        raise UserError(f"--beam must be at least 1, got {args.beam}")
+    if args.num_threads is not None:
+        if args.num_threads < 1:
+            raise UserError(f"--num-threads must be at least 1, got {args.num_threads}")
+        torch.set_num_threads(args.num_threads)
+    device = resolve_device(args.device)
+    autocast = autocast_dtype(device, args.precision)
+    try:
+        sp = spm.SentencePieceProcessor(model_file=args.spm)
+    except (OSError, RuntimeError) as err:
+        raise UserError(f"cannot load sentencepiece model {args.spm}: {err}") from err
+    model = load_model(args.checkpoint, map_location=device)
+    check_vocabulary(model, sp, args.spm)
+    lines = read_lines(args.input)
+    options = DecodeOptions(args.beam, args.alpha, args.max_len_a, args.max_len_b)
+    progress = Progress(len(lines), sys.stderr)
+    outputs = translate_lines(model, sp, lines, options, args.max_tokens, autocast,
+                              source_name=args.input, progress=progress)
+    progress.report()
+    atomic_write_text(args.output, "".join(line + "\n" for line in outputs))
+    return 0

@@ -1,0 +1,90 @@
+"""Per-word-piece perplexity on a held-out set (Table 3's PPL column).
+
+PPL = exp(mean negative log-likelihood per target token), the mean taken over
+every target word piece of the set including EOS and excluding padding, with
+the model's plain softmax: no label smoothing, whatever the model was trained
+with. Teacher-forced, one forward pass per batch.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer_core.data.batching import TokenBucketSampler, collate
+from transformer_core.data.dataset import ParallelDataset
+from transformer_core.errors import UserError
+
+
+@dataclass(frozen=True)
+class Perplexity:
+    """Summed NLL (nats) over ``tokens`` target tokens of ``sentences`` sentences."""
+
+    nll_sum: float
+    tokens: int
+    sentences: int
+
+    @property
+    def nll_per_token(self) -> float:
+        return self.nll_sum / self.tokens
+
+    @property
+    def perplexity(self) -> float:
+        return math.exp(self.nll_per_token)
+
+    def to_dict(self) -> dict:
+        return {"perplexity": self.perplexity, "nll_per_token": self.nll_per_token, **asdict(self)}
+
+
+@torch.inference_mode()
+def perplexity(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor, Tensor]],
+               autocast: torch.dtype | None = None) -> Perplexity:
+    """Perplexity of ``model`` over ``(src, tgt_in, tgt_out)`` batches, each (B, len), right-padded.
+
+    ``tgt_in`` is BOS + pieces and ``tgt_out`` pieces + EOS; positions where
+    ``tgt_out`` is padding do not count. Sums are accumulated in float64.
+    """
+    pad = model.cfg.pad_id
+    device = next(model.parameters()).device
+    nll_sum, tokens, sentences = 0.0, 0, 0
+    for src, tgt_in, tgt_out in batches:
+        src, tgt_in, tgt_out = src.to(device), tgt_in.to(device), tgt_out.to(device)
+        with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+            logits = model(src, tgt_in)  # (B, T, V)
+        nll = F.cross_entropy(logits.float().flatten(0, 1), tgt_out.flatten(), ignore_index=pad,
+                              reduction="sum")
+        nll_sum += nll.double().item()
+        tokens += int((tgt_out != pad).sum())
+        sentences += src.size(0)
+    if tokens == 0:
+        raise UserError("perplexity of an empty set: no target tokens")
+    return Perplexity(nll_sum, tokens, sentences)
+
+
+def dataset_batches(dataset: ParallelDataset, max_tokens: int, pad_id: int, bos_id: int,
+                    eos_id: int) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    """Every pair of a binarized split once, in length-bucketed batches of <= max_tokens per side."""
+    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, max_tokens)
+    for indices in sampler.batches(epoch=0):
+        batch = collate(dataset, indices, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id)
+        yield batch.src, batch.tgt_in, batch.tgt_out
+
+
+def dataset_perplexity(model: nn.Module, prefix: str | os.PathLike, max_tokens: int = 4096,
+                       autocast: torch.dtype | None = None) -> Perplexity:
+    """Perplexity of ``model`` on the binarized split ``prefix``."""
+    cfg = model.cfg
+    dataset = ParallelDataset(prefix)
+    if dataset.vocab_size > cfg.vocab_size:
+        raise UserError(f"{prefix}: vocabulary of {dataset.vocab_size} ids, more than the model's "
+                        f"vocab_size={cfg.vocab_size}: data and checkpoint do not belong together")
+    if len(dataset) == 0:
+        raise UserError(f"{prefix}: no sentence pairs")
+    return perplexity(model, dataset_batches(dataset, max_tokens, cfg.pad_id, cfg.bos_id, cfg.eos_id),
+                      autocast)
