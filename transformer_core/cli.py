@@ -1,25 +1,39 @@
 """The ``transformer-core`` command line: one subcommand per pipeline stage.
 
-Subcommands live in ``transformer_core.commands.<name>``; ``COMMANDS = (
+Subcommands live in ``transformer_core.commands.<name>``; ``COMMANDS`` lists
+them in pipeline order. A ``UserError`` (bad config, missing file) is printed
+as ``transformer-core <cmd>: error: ...`` with exit status 2, never as a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from transformer_core import __version__
+from transformer_core.errors import UserError
+
+# Pipeline order; the name is both the subcommand and the module under commands/.
+COMMANDS = (
     "download",
     "prepare",
     "spm",
     "binarize",
     "train",
     "average",
+    "translate",
     "score",
+    "ppl",
     "flops",
     "params",
-COMMANDS = (
-    "translate",
-    "ppl",
     "treebank",
     "evalb",
     "table2",
     "table3_row",
     "table3",
     "report",
-)
 )
 
 
