@@ -26,7 +26,6 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from pathlib import Path
 from typing import Any
 
 import numpy as np
