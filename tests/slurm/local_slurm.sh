@@ -221,17 +221,31 @@ cmd_start() {
     echo "export SLURM_CONF=$SLURM_CONF"
 }
 
-stop_pid() { # stop_pid PIDFILE NAME: TERM, wait up to 10 s, then KILL
-    local pidfile=$1 name=$2 pid _
-    pid_alive "$pidfile" || return 0
-    pid=$(cat "$pidfile")
-    kill "$pid" 2>/dev/null
+any_alive() { # any_alive PID...
+    local pid
+    for pid in "$@"; do
+        kill -0 "$pid" 2>/dev/null && return 0
+    done
+    return 1
+}
+
+stop_pids() { # stop_pids PIDFILE...: TERM to all at once, wait up to 10 s, then KILL
+    local pidfile pids=() pid _
+    for pidfile in "$@"; do
+        pid_alive "$pidfile" && pids+=("$(cat "$pidfile")")
+    done
+    ((${#pids[@]})) || return 0
+    kill "${pids[@]}" 2>/dev/null
     for _ in $(seq 50); do
-        kill -0 "$pid" 2>/dev/null || return 0
+        any_alive "${pids[@]}" || break
         sleep 0.2
     done
-    log "$name ($pid) ignored TERM; killing"
-    kill -9 "$pid" 2>/dev/null
+    for pid in "${pids[@]}"; do
+        if kill -0 "$pid" 2>/dev/null; then
+            log "pid $pid ignored TERM; killing"
+            kill -9 "$pid" 2>/dev/null
+        fi
+    done
 }
 
 cmd_stop() {
@@ -248,9 +262,8 @@ cmd_stop() {
             sleep 0.5
         done
     fi
-    stop_pid "$dir/slurmd.pid" slurmd
-    stop_pid "$dir/slurmctld.pid" slurmctld
-    stop_pid "$dir/munged.pid" munged
+    stop_pids "$dir/slurmd.pid" "$dir/slurmctld.pid"
+    stop_pids "$dir/munged.pid" # last: the SLURM daemons authenticate through it
     unlink_system_conf "$dir"
     rm -rf -- "$dir"
     log "stopped; removed $dir"
