@@ -29,3 +29,9 @@ def test_binary_mode(tmp_path):
     with atomic_open(target, "wb") as handle:
         handle.write(b"\x00\x01")
     assert target.read_bytes() == b"\x00\x01"
+
+
+def test_outputs_get_the_usual_permissions(tmp_path):
+    target = tmp_path / "out.txt"
+    atomic_write_text(target, "x")
+    assert target.stat().st_mode & 0o644 == 0o644

@@ -13,8 +13,8 @@ from transformer_core.report import read_metrics
 def test_report_command(tmp_path):
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_text("\n".join(json.dumps(r) for r in [
-        {"kind": "train", "step": 1, "loss": 9.0}, {"kind": "train", "step": 2, "loss": 7.5},
-        {"kind": "dev", "step": 2, "ppl": 900.0}]) + "\n")
+        {"event": "train", "step": 1, "loss": 9.0}, {"event": "train", "step": 2, "loss": 7.5},
+        {"event": "dev", "step": 2, "dev_loss": 6.8, "dev_ppl": 900.0}]) + "\n")
     table = tmp_path / "t2.md"
     table.write_text("| a |\n|---|\n| 1 |\n")
     score = tmp_path / "s.json"

@@ -25,7 +25,7 @@ def results(tmp_path):
     summary = write(tmp_path / "summary.json", {"wall_seconds": 7200, "device": "NVIDIA H200", "devices": 8,
                                                 "steps": 100000, "flops_paper_method": 1.0e18,
                                                 "flops_analytic": 5.0e17, "model_config": cfg.to_dict()})
-    ppl = write(tmp_path / "ppl.json", {"ppl": 5.5, "nll": 1.7})
+    ppl = write(tmp_path / "ppl.json", {"perplexity": 5.5, "nll_per_token": 1.7})
     return tmp_path, score, summary, ppl
 
 

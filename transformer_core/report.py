@@ -66,12 +66,12 @@ def plot_learning_curves(runs: dict[str, str], out: str | os.PathLike) -> None:
     fig, (ax_loss, ax_ppl) = plt.subplots(1, 2, figsize=(12, 4.5))
     for label, path in runs.items():
         records = read_metrics(path)
-        train = [r for r in records if r.get("kind", "train") == "train" and "loss" in r]
-        dev = [r for r in records if r.get("kind") == "dev" and "ppl" in r]
+        train = [r for r in records if r.get("event") == "train"]
+        dev = [r for r in records if r.get("event") == "dev"]
         if train:
             ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], label=label)
         if dev:
-            ax_ppl.plot([r["step"] for r in dev], [r["ppl"] for r in dev], marker="o", label=label)
+            ax_ppl.plot([r["step"] for r in dev], [r["dev_ppl"] for r in dev], marker="o", label=label)
     ax_loss.set(xlabel="step", ylabel="training loss (label-smoothed)", title="Training loss")
     ax_ppl.set(xlabel="step", ylabel="dev perplexity", title="Dev perplexity (no label smoothing)",
                yscale="log")

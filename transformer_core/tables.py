@@ -99,7 +99,7 @@ def table3_row(row: str, score_path: str, ppl_path: str, summary_path: str) -> p
     if row not in TABLE3:
         raise UserError(f"table3: unknown row {row!r}; known: {', '.join(TABLE3)}")
     score = read_json(score_path, ("bleu_paper_style", "sacrebleu"))
-    ppl = read_json(ppl_path, ("ppl",))
+    ppl = read_json(ppl_path, ("perplexity",))
     summary = read_json(summary_path, ("steps", "model_config"))
     cfg = ModelConfig.from_dict(summary["model_config"], where=f"{summary_path}:model_config")
     paper = TABLE3[row]
@@ -107,7 +107,7 @@ def table3_row(row: str, score_path: str, ppl_path: str, summary_path: str) -> p
         "row": row, "N": cfg.encoder_layers, "d_model": cfg.d_model, "d_ff": cfg.d_ff, "h": cfg.h,
         "d_k": cfg.d_k, "d_v": cfg.d_v, "P_drop": cfg.dropout, "eps_ls": cfg.label_smoothing,
         "positional": cfg.positional, "steps": summary["steps"],
-        "ppl_dev": ppl["ppl"], "bleu_dev": score["bleu_paper_style"], "sacrebleu_dev": score["sacrebleu"],
+        "ppl_dev": ppl["perplexity"], "bleu_dev": score["bleu_paper_style"], "sacrebleu_dev": score["sacrebleu"],
         "params_m": parameter_count(cfg) / 1e6,
         "params_m_at_37k": parameter_count(cfg.replace(vocab_size=37000)) / 1e6,
         "paper_ppl": paper.ppl, "paper_bleu": paper.bleu, "paper_params": paper.params_m,

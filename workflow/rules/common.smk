@@ -108,7 +108,11 @@ def train_args(wildcards):
 
 
 def launcher(wildcards, resources):
-    """torchrun over the GPUs the job holds; plain python for one device or the CPU."""
+    """torchrun over the GPUs the job holds; plain python for one device or the CPU.
+
+    GPUs are a resource the profiles set (workflow/profiles/default: TRANSFORMER_LOCAL_GPUS,
+    workflow/profiles/slurm: TRANSFORMER_SLURM_GPUS), or `--set-resources train:gpu=8`.
+    """
     gpus = int(resources.get("gpu", 0))
     if gpus > 1:
         return f"torchrun --standalone --nproc_per_node {gpus} -m transformer_core"

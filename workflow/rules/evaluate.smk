@@ -14,9 +14,8 @@ rule translate:
         max_len_a=config["decode"]["max_len_a"],
         max_len_b=config["decode"]["max_len_b"],
         max_tokens=config["decode"].get("max_tokens", 4096),
-    threads: 2
+    threads: 1
     resources:
-        gpu=0,
         mem_mb=4000,
         runtime=30,
     log:
@@ -57,7 +56,7 @@ rule ppl:
         "results/ppl/{pair}/{exp}.dev.json",
     params:
         dev=input_prefix("dev"),
-    threads: 2
+    threads: 1
     log:
         "logs/ppl/{pair}.{exp}.log",
     conda:

@@ -15,9 +15,8 @@ rule train:
         run_dir=train_run_dir,
         train=input_prefix("train"),
         dev=input_prefix("dev"),
-    threads: 2
+    threads: 1
     resources:
-        gpu=0,
         mem_mb=4000,
         runtime=60,
     log:
