@@ -1,6 +1,7 @@
 """The binarized format: the streaming writer and ParallelDataset read back what was written."""
 
 import json
+import pickle
 import subprocess
 import sys
 
@@ -57,6 +58,16 @@ def test_roundtrip_across_chunks(tmp_path, vocab_size, dtype):
         ds.src(len(pairs))
     names = sorted(p.name for p in prefix.parent.iterdir())
     assert names == sorted(p.name for p in split_files(prefix).values())
+
+
+def test_pickles_as_its_prefix(tmp_path):
+    pairs = random_pairs(2000, 8000, max_len=30)
+    write(tmp_path / "d", pairs, 8000, chunk_sentences=500)
+    ds = ParallelDataset(tmp_path / "d")
+    blob = pickle.dumps(ds)
+    assert len(blob) < 1000  # not the arrays
+    again = pickle.loads(blob)
+    assert again.src(1999).tolist() == pairs[1999][0] and (again.tgt_lens == ds.tgt_lens).all()
 
 
 def test_empty_split(tmp_path):

@@ -341,6 +341,7 @@ def test_offline_without_mirror_lists_files_to_provide(toy, tmp_path):
     for name in ("toy.tgz", "plain.en.gz", "plain.de.gz"):
         assert name in message
     assert "cannot obtain 3 file(s)" in message
+    assert "(dev dev can instead come from only-mirror.en + only-mirror.de)" in message
     assert "--mirror DIR" in message and str(tmp_path / "cache") in message
     assert not (tmp_path / "out" / "train.en").exists()
 

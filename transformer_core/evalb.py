@@ -11,11 +11,13 @@ empty are skipped and those whose words differ are errors, neither counted.
 Statistics are given for all sentences and for those of length <= CUTOFF_LEN,
 where length counts every word except DELETE_LABEL_FOR_LENGTH ones.
 QUOTE_LABEL (new.prm) re-inserts a quote that one side deleted and the other
-tagged otherwise, as EVALB's 2006 bug fix does.
+tagged otherwise, as EVALB's bug fix does (bug_bug.rsl-new).
 
 The printed report reproduces EVALB's own expected output for its fixture
 (``sample_sample.rsl``) character for character, plus the "Bracketing
-FMeasure" lines that later EVALB versions print.
+FMeasure" lines that later EVALB versions print. Unlike evalb.c it has no
+fixed limits (5000 bytes per line, 200 words or brackets per sentence), and a
+mismatched file length is the caller's error rather than a partial report.
 """
 
 from __future__ import annotations

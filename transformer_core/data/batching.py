@@ -34,6 +34,8 @@ import torch
 
 from transformer_core.errors import UserError
 
+_PACK_CHUNK = 1 << 20  # sentences converted to Python ints at a time while packing
+
 
 class TokenBucketSampler:
     """This rank's length-bucketed batches of at most ``max_tokens`` tokens per side."""
@@ -83,50 +85,56 @@ class TokenBucketSampler:
     def batches(self, epoch: int) -> list[list[int]]:
         """This rank's batches for ``epoch``, in training order."""
         rng = np.random.default_rng([self.seed, int(epoch)])
-        packed = self._even_out(self._pack(rng))
-        order = rng.permutation(len(packed))
-        return [packed[j] for j in order[self.rank :: self.world_size]]
+        order, bounds = self._pack(rng)
+        bounds = self._even_out(bounds)
+        dealt = rng.permutation(len(bounds))[self.rank :: self.world_size]
+        return [order[bounds[j][0] : bounds[j][1]].tolist() for j in dealt]
 
-    def _pack(self, rng: np.random.Generator) -> list[list[int]]:
-        """Greedy packing of the length-sorted sentences (ties in random order)."""
+    def _pack(self, rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """Greedy packing of the length-sorted sentences (ties in random order).
+
+        Returns the sentence order and each batch as a ``(start, end)`` range of
+        it: only this rank's batches ever become Python lists, which keeps a
+        36M-pair corpus at a few hundred MB per rank.
+        """
         n = len(self.src_cost)
         longer = np.maximum(self.src_cost, self.tgt_cost)
         order = np.lexsort((rng.random(n), self.tgt_cost, self.src_cost, longer))
-        batches: list[list[int]] = []
-        current: list[int] = []
-        max_src = max_tgt = 0
-        for i, s, t in zip(
-            order.tolist(),
-            self.src_cost[order].tolist(),
-            self.tgt_cost[order].tolist(),
-            strict=True,
-        ):
-            grown_src, grown_tgt = max(max_src, s), max(max_tgt, t)
-            size = len(current) + 1
-            if size * grown_src > self.max_tokens or size * grown_tgt > self.max_tokens:
-                batches.append(current)
-                current, max_src, max_tgt = [i], s, t
-            else:
-                current.append(i)
-                max_src, max_tgt = grown_src, grown_tgt
-        if current:
-            batches.append(current)
-        return batches
+        src_sorted, tgt_sorted = self.src_cost[order], self.tgt_cost[order]
+        bounds: list[tuple[int, int]] = []
+        start = max_src = max_tgt = 0
+        for chunk in range(0, n, _PACK_CHUNK):
+            pairs = zip(
+                src_sorted[chunk : chunk + _PACK_CHUNK].tolist(),
+                tgt_sorted[chunk : chunk + _PACK_CHUNK].tolist(),
+                strict=True,
+            )
+            for i, (s, t) in enumerate(pairs, chunk):
+                grown_src, grown_tgt = max(max_src, s), max(max_tgt, t)
+                size = i - start + 1
+                if size * grown_src > self.max_tokens or size * grown_tgt > self.max_tokens:
+                    bounds.append((start, i))
+                    start, max_src, max_tgt = i, s, t
+                else:
+                    max_src, max_tgt = grown_src, grown_tgt
+        if n > start:
+            bounds.append((start, n))
+        return order, bounds
 
-    def _even_out(self, batches: list[list[int]]) -> list[list[int]]:
+    def _even_out(self, bounds: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """Split the fullest batches until their number is a multiple of ``world_size``."""
-        while len(batches) % self.world_size:
-            j = max(range(len(batches)), key=lambda k: len(batches[k]))
-            batch = batches[j]
-            if len(batch) < 2:  # only when there are fewer sentences than needed batches
+        while len(bounds) % self.world_size:
+            j = max(range(len(bounds)), key=lambda k: bounds[k][1] - bounds[k][0])
+            start, end = bounds[j]
+            if end - start < 2:  # only when there are fewer sentences than needed batches
                 raise UserError(
                     f"{len(self.src_cost)} sentence pair(s) cannot be dealt evenly to "
                     f"{self.world_size} ranks; use fewer ranks or more data"
                 )
-            half = len(batch) // 2
-            batches[j] = batch[:half]
-            batches.append(batch[half:])
-        return batches
+            middle = (start + end) // 2
+            bounds[j] = (start, middle)
+            bounds.append((middle, end))
+        return bounds
 
 
 def padding_stats(

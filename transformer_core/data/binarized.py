@@ -179,7 +179,6 @@ def binarize(
     src: str | os.PathLike,
     tgt: str | os.PathLike,
     prefix: str | os.PathLike,
-    metadata: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Encode a text pair with a sentencepiece model straight into a binarized split; its header.
 
@@ -195,7 +194,6 @@ def binarize(
         "spm_sha256": bpe.sha256_of(spm_model),
         "src_text": str(src),
         "tgt_text": str(tgt),
-        **(metadata or {}),
     }
     src_batches, tgt_batches = bpe.batches(src), bpe.batches(tgt)
     done = 0

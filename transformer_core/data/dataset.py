@@ -61,6 +61,13 @@ class ParallelDataset:
         self.src_lens = lens["src"]
         self.tgt_lens = lens["tgt"]
 
+    def __getstate__(self) -> dict[str, str]:
+        # Pickle (e.g. to DataLoader workers) as the prefix, not as copies of the arrays.
+        return {"prefix": self.prefix}
+
+    def __setstate__(self, state: dict[str, str]) -> None:
+        self.__init__(state["prefix"])
+
     def __len__(self) -> int:
         return len(self.src_lens)
 

@@ -89,7 +89,9 @@ def _normalizer(lang: str, unicode_form: str) -> Normalizer:
     return Normalizer(lang, unicode_form)
 
 
-def _normalize_chunk(job: tuple[list[tuple[str, str]], PrepareSettings]) -> tuple[list[tuple[str, str]], Counter]:
+def _normalize_chunk(
+    job: tuple[list[tuple[str, str]], PrepareSettings],
+) -> tuple[list[tuple[str, str]], Counter]:
     """Normalize a chunk of raw pairs (runs in worker processes); the pairs and change counts."""
     pairs, settings = job
     norm_src = _normalizer(settings.src_lang, settings.unicode_form)
@@ -192,8 +194,14 @@ def prepare_corpus(
         "pairs_out": pairs_out,
         "removed": dict(removed),
         "removed_total": n_src - pairs_out,
-        "lines_changed_by_normalization": {"src": counts["changed_src"], "tgt": counts["changed_tgt"]},
-        "nonprinting_chars_removed": {"src": counts["removed_chars_src"], "tgt": counts["removed_chars_tgt"]},
+        "lines_changed_by_normalization": {
+            "src": counts["changed_src"],
+            "tgt": counts["changed_tgt"],
+        },
+        "nonprinting_chars_removed": {
+            "src": counts["removed_chars_src"],
+            "tgt": counts["removed_chars_tgt"],
+        },
     }
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -169,14 +168,9 @@ def parse_registry(raw: dict) -> Registry:
 
 
 @cache
-def load_registry(path: str | None = None) -> Registry:
-    """The registry shipped with the package (or the YAML file at ``path``)."""
-    if path is None:
-        text = (
-            resources.files("transformer_core.data")
-            .joinpath(REGISTRY_PATH)
-            .read_text(encoding="utf-8")
-        )
-    else:
-        text = Path(path).read_text(encoding="utf-8")
+def load_registry() -> Registry:
+    """The registry shipped with the package (``transformer_core/data/datasets.yaml``)."""
+    text = (
+        resources.files("transformer_core.data").joinpath(REGISTRY_PATH).read_text(encoding="utf-8")
+    )
     return parse_registry(yaml.safe_load(text))

@@ -72,8 +72,13 @@ def _choose(
 
 
 def missing_files_message(
-    dataset: Dataset, failures: dict[str, str], registry: Registry, fetcher: Fetcher
+    dataset: Dataset,
+    failures: dict[str, str],
+    plan: dict[str, list[tuple[Part, Alternative]]],
+    registry: Registry,
+    fetcher: Fetcher,
 ) -> str:
+    """What to put where: each missing file, and the other ways to get the parts that need it."""
     lines = [f"cannot obtain {len(failures)} file(s) for dataset {dataset.name}:"]
     for name, reason in failures.items():
         entry = registry.files[name]
@@ -86,6 +91,15 @@ def missing_files_message(
             + (f"; {checks}" if checks else "")
         )
         lines.append(f"      why:  {reason}")
+    for split, parts in plan.items():
+        for part, chosen in parts:
+            if any(name in failures for name in chosen.files()):
+                for alt in part.alternatives:
+                    if alt != chosen:
+                        lines.append(
+                            f"  ({split} {part.name} can instead come from "
+                            f"{alt.src.describe()} + {alt.tgt.describe()})"
+                        )
     lines.append(
         "Offline? Put these files, under exactly these names, in a directory DIR (at its root or in "
         "the subfolder the registry names for the file, e.g. DIR/wmt/newstest2013.en) and run again "
@@ -119,7 +133,7 @@ def build_dataset(
         except Unavailable as err:
             failures[name] = str(err)
     if failures:
-        raise UserError(missing_files_message(dataset, failures, registry, fetcher))
+        raise UserError(missing_files_message(dataset, failures, plan, registry, fetcher))
 
     members: dict[str, set[str]] = {}
     for parts in plan.values():
