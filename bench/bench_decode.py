@@ -6,14 +6,16 @@ random-weight model shape on both sides (post-norm, sinusoidal positions, tied
 embeddings, ReLU), the same sources (batch 32, 30 source tokens), and outputs
 forced to the same length: 30 generated tokens per sentence (EOS suppressed:
 ``min_len`` in ours, ``min_new_tokens`` in Marian). Speed is target tokens
-(sentences x 30) per second, best of ``--repeats`` runs after one warm-up.
+(sentences x 30) per second, best of 3 runs (1 with ``--quick``) after one
+warm-up, the two sides' runs interleaved.
 
 GPU section (only when CUDA is available): the base model decoding a
 newstest2014-sized input (3003 sentences) through ``translate_ids`` (token
 batches, sorted by length) in bf16 autocast, each output forced to its
 source's length. Source lengths are the newstest2014 English word counts times
 1.3 (about the pieces per word of a 37k BPE vocabulary) when the shared data is
-there, else random lengths of the same range.
+there ($TRANSFORMER_CORE_SHARED_DATA, default ../shared/data), else random
+lengths of about the same range.
 
     python bench/bench_decode.py                 # full measurement, ~10 min on 2 CPU threads
     python bench/bench_decode.py --quick         # one run per side, a smoke check
@@ -48,7 +50,8 @@ SHAPES = {
     "base": dict(vocab_size=37000),
 }
 BATCH, SRC_LEN, OUT_LEN, BEAM = 32, 30, 30, 4
-NEWSTEST2014 = ROOT.parent / "shared" / "data" / "wmt" / "newstest2014-deen-full.en"
+SHARED_DATA = Path(os.environ.get("TRANSFORMER_CORE_SHARED_DATA", ROOT.parent / "shared" / "data"))
+NEWSTEST2014 = SHARED_DATA / "wmt" / "newstest2014-deen-full.en"
 
 
 def our_model(shape: str) -> Transformer:
@@ -80,14 +83,22 @@ def sources(vocab_size: int) -> torch.Tensor:
     return src
 
 
-def best_time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
+def best_times(fns: dict, repeats: int) -> dict[str, float]:
+    """Best wall time of each function after one warm-up; runs interleaved, so a burst of
+    load from other jobs hits both sides alike."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for fn in fns.values():
+        fn()  # warm-up
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: min(values) for name, values in times.items()}
+
+
+def trainable(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def bench_cpu_shape(shape: str, repeats: int) -> dict:
@@ -100,7 +111,6 @@ def bench_cpu_shape(shape: str, repeats: int) -> dict:
                                  min_len=OUT_LEN)
         assert all(len(h[0].tokens) == OUT_LEN for h in hyps)
 
-    ours_s = best_time(run_ours, repeats)
     peer = marian_model(shape)
     mask = torch.ones_like(src)
 
@@ -111,10 +121,12 @@ def bench_cpu_shape(shape: str, repeats: int) -> dict:
                                 early_stopping=False)
         assert out.shape[1] == OUT_LEN + 1  # decoder start token + 30
 
-    peer_s = best_time(run_peer, repeats)
+    best = best_times({"ours": run_ours, "marian": run_peer}, repeats)
+    ours_s, peer_s = best["ours"], best["marian"]
     return {
         "shape": shape, **SHAPES[shape], "batch": BATCH, "source_tokens": SRC_LEN,
         "output_tokens": OUT_LEN, "beam": BEAM,
+        "ours_parameters": trainable(ours), "marian_parameters": trainable(peer),
         "ours_seconds": ours_s, "marian_seconds": peer_s,
         "ours_target_tokens_per_s": tokens / ours_s, "marian_target_tokens_per_s": tokens / peer_s,
         "speedup": peer_s / ours_s,
@@ -129,25 +141,29 @@ def newstest_lengths(n: int = 3003) -> tuple[list[int], str]:
     return [rng.randint(3, 80) for _ in range(n)], "random lengths 3..80 (shared data absent)"
 
 
-def bench_gpu(max_tokens: int, n: int) -> dict:
-    device = torch.device("cuda")
-    model = our_model("base").to(device)
+def bench_file_decoding(max_tokens: int, n: int, device: str = "cuda", shape: str = "base",
+                        autocast: torch.dtype | None = torch.bfloat16) -> dict:
+    """Decode n newstest2014-length sources through translate_ids; outputs as long as sources."""
+    model = our_model(shape).to(device)
     lengths, origin = newstest_lengths(n)
     gen = torch.Generator().manual_seed(2)
     srcs = [torch.randint(4, model.cfg.vocab_size, (k,), generator=gen).tolist() for k in lengths]
     # Outputs as long as their sources: max length = 1 * (pieces + EOS) - 1, EOS suppressed.
     options = DecodeOptions(beam_size=BEAM, alpha=0.6, max_len_a=1.0, max_len_b=-1, min_len=10**6)
-    translate_ids(model, srcs[:64], options, max_tokens, autocast=torch.bfloat16)  # warm-up
-    torch.cuda.synchronize()
+    translate_ids(model, srcs[:64], options, max_tokens, autocast=autocast)  # warm-up
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sync()
     start = time.perf_counter()
-    outs = translate_ids(model, srcs, options, max_tokens, autocast=torch.bfloat16)
-    torch.cuda.synchronize()
+    outs = translate_ids(model, srcs, options, max_tokens, autocast=autocast)
+    sync()
     seconds = time.perf_counter() - start
     tokens = sum(len(o) for o in outs)
+    assert tokens == sum(lengths), "every output as long as its source"
     return {
-        "shape": "base", "sentences": len(srcs), "source_lengths": origin, "target_tokens": tokens,
-        "max_tokens": max_tokens, "beam": BEAM, "precision": "bf16", "seconds": seconds,
-        "target_tokens_per_s": tokens / seconds, "gpu": torch.cuda.get_device_name(device),
+        "shape": shape, "sentences": len(srcs), "source_lengths": origin, "target_tokens": tokens,
+        "max_tokens": max_tokens, "beam": BEAM, "precision": str(autocast or torch.float32),
+        "seconds": seconds, "target_tokens_per_s": tokens / seconds,
+        "device": torch.cuda.get_device_name() if device == "cuda" else platform.processor(),
     }
 
 
@@ -180,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cpu {shape}: ours {row['ours_target_tokens_per_s']:.0f} tok/s, marian "
               f"{row['marian_target_tokens_per_s']:.0f} tok/s, x{row['speedup']:.2f}", flush=True)
     if torch.cuda.is_available():
-        result["gpu"] = bench_gpu(args.gpu_max_tokens, 300 if args.quick else 3003)
+        result["gpu"] = bench_file_decoding(args.gpu_max_tokens, 300 if args.quick else 3003)
         print(f"gpu base bf16: {result['gpu']['target_tokens_per_s']:.0f} tok/s", flush=True)
     result["load_average_after"] = os.getloadavg()  # other jobs on the CPU distort the numbers
     out = Path(args.out)

@@ -109,9 +109,9 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, beam_size: int = 4, 
     cfg = model.cfg
     batch, k = src_tokens.size(0), beam_size
     device = src_tokens.device
-    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     if batch == 0:
         return []
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]  # best first, fewer than 2k
 
     max_lens = max_output_lengths(src_tokens, cfg.pad_id, max_len_a, max_len_b, _position_cap(model))
     memory, src_mask = model.encode(src_tokens)
@@ -130,7 +130,7 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, beam_size: int = 4, 
     offsets = torch.arange(batch, device=device)[:, None] * k
 
     step = 0
-    while active.numel() > 0:
+    while True:  # until every sentence is done
         step += 1
         n_active = active.numel()
         # 2 x beam size in case half are EOS. A sentence's 2k best extensions are among
@@ -170,8 +170,9 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, beam_size: int = 4, 
                 if len(hyps) >= nbest:
                     kth_finished[sentence] = hyps[nbest - 1].score
 
-        # Live: the k best candidates that do not end (stable sort keeps the score order).
-        order = torch.sort(ends.to(torch.uint8), dim=1, stable=True).indices[:, :k]
+        # Live: the k best candidates that do not end (ending ones ranked after all others).
+        rank = torch.arange(ends.size(1), device=device) + ends * ends.size(1)
+        order = rank.topk(k, dim=1, largest=False).indices  # (A, k), best first
         live_scores = cand_scores.gather(1, order)  # (A, k)
         live_rows = cand_rows.gather(1, order)
         live_token = cand_token.gather(1, order)
