@@ -186,12 +186,16 @@ def tiny_model(vocab_size, seed=0, **overrides):
     return model
 
 
-def sequence_log_prob(model, src_tokens, output):
-    """log P(output | src) by a full (non-incremental) forward pass."""
-    tgt_in = torch.tensor([[BOS] + output[:-1]])
+def sequence_log_probs(model, src_tokens, outputs):
+    """log P(output | src) of each output, by one full (non-incremental) forward pass."""
+    width = max(len(out) for out in outputs)
+    tgt_in = torch.full((len(outputs), width), PAD)
+    for row, out in enumerate(outputs):
+        tgt_in[row, : len(out)] = torch.tensor([BOS] + out[:-1])  # causal: padding after is unseen
     with torch.no_grad():
-        log_probs = torch.log_softmax(model(src_tokens, tgt_in)[0], dim=-1)
-    return sum(log_probs[i, token].item() for i, token in enumerate(output))
+        log_probs = torch.log_softmax(model(src_tokens.expand(len(outputs), -1), tgt_in), dim=-1)
+    return [sum(log_probs[row, i, token].item() for i, token in enumerate(out))
+            for row, out in enumerate(outputs)]
 
 
 @pytest.mark.parametrize("seed", [0, 4, 9, 11])  # with 4, 9 and 11 greedy search misses the best
@@ -204,8 +208,7 @@ def test_large_beam_finds_the_exhaustive_best(seed):
     scored = [list(p) + [EOS] for n in range(max_len) for p in itertools.product(words, repeat=n)]
     scored += [list(p) for p in itertools.product(words, repeat=max_len)]
     results = []
-    for out in scored:
-        log_prob = sequence_log_prob(model, source, out)
+    for out, log_prob in zip(scored, sequence_log_probs(model, source, scored), strict=True):
         tokens = out[:-1] if out[-1] == EOS else out
         results.append((log_prob / length_penalty(len(out), alpha), tokens, log_prob))
     results.sort(key=lambda r: -r[0])

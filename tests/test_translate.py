@@ -14,7 +14,7 @@ from transformer_core.config import ModelConfig
 from transformer_core.errors import UserError
 from transformer_core.model import Transformer
 from transformer_core.search import beam_search
-from transformer_core.translate import make_batches, read_lines
+from transformer_core.translate import check_vocabulary, make_batches, read_lines
 
 WORDS = ("the cat dog house garden river walks sees finds small green old runs near under "
          "a bird tree red quickly slowly and with from").split()
@@ -121,12 +121,14 @@ def test_source_too_long_for_learned_positions_names_the_line(tmp_path, spm_mode
 
 
 def test_vocabulary_mismatch_is_a_user_error(tmp_path, spm_model):
-    make_checkpoint(tmp_path / "model.pt", vocab_size=20)  # fewer ids than the spm model has
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    small = make_checkpoint(tmp_path / "model.pt", vocab_size=20)  # fewer ids than the spm model
+    with pytest.raises(UserError, match="pieces, more than the model's vocab_size=20"):
+        check_vocabulary(small, sp, spm_model)
+    other_ids = make_checkpoint(tmp_path / "model.pt", sp.get_piece_size(), pad_id=3, eos_id=0)
+    with pytest.raises(UserError, match="special ids"):
+        check_vocabulary(other_ids, sp, spm_model)
     (tmp_path / "in.txt").write_text("the cat\n", encoding="utf-8")
-    result = cli("--checkpoint", tmp_path / "model.pt", "--spm", spm_model, "--input", tmp_path / "in.txt",
-                 "--output", tmp_path / "out.txt", "--device", "cpu")
-    assert result.returncode == 2
-    assert "pieces, more than the model's vocab_size=20" in result.stderr
     result = cli("--checkpoint", tmp_path / "model.pt", "--spm", tmp_path / "in.txt", "--input",
                  tmp_path / "in.txt", "--output", tmp_path / "out.txt", "--device", "cpu")
     assert result.returncode == 2 and "cannot load sentencepiece model" in result.stderr

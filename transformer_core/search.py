@@ -109,14 +109,14 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, beam_size: int = 4, 
     cfg = model.cfg
     batch, k = src_tokens.size(0), beam_size
     device = src_tokens.device
-    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     if batch == 0:
         return []
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]  # best first, fewer than 2k
 
     max_lens = max_output_lengths(src_tokens, cfg.pad_id, max_len_a, max_len_b, _position_cap(model))
     memory, src_mask = model.encode(src_tokens)
-    beam_rows = torch.arange(batch, device=device).repeat_interleave(k)  # every sentence k times
-    state = model.init_state(memory.index_select(0, beam_rows), src_mask.index_select(0, beam_rows))
+    state = model.init_state(memory, src_mask)  # encoder-decoder keys/values once per sentence
+    state.reorder(torch.arange(batch, device=device).repeat_interleave(k))  # then k rows each
 
     active = torch.arange(batch)  # original index of each active sentence (CPU)
     active_max_lens = max_lens.to(device)  # (A,)
@@ -130,16 +130,18 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, beam_size: int = 4, 
     offsets = torch.arange(batch, device=device)[:, None] * k
 
     step = 0
-    while active.numel() > 0:
+    while True:  # until every sentence is done
         step += 1
         n_active = active.numel()
+        # 2 x beam size in case half are EOS. A sentence's 2k best extensions are among
+        # the 2k best of each of its rows, so the per-row top 2k are the only candidates.
         log_probs = _next_log_probs(model, tokens, state, step, min_len)  # (A*k, V)
-        vocab = log_probs.size(1)
-        candidates = (scores.view(-1, 1) + log_probs).view(n_active, k * vocab)
-        n_cand = min(2 * k, k * vocab)  # 2 x beam size in case half are EOS
-        cand_scores, cand_index = candidates.topk(n_cand, dim=1)  # (A, 2k), best first
-        cand_parent = torch.div(cand_index, vocab, rounding_mode="floor")
-        cand_token = cand_index % vocab
+        row_log_probs, row_tokens = log_probs.topk(min(2 * k, log_probs.size(1)), dim=1)
+        per_row = row_log_probs.size(1)  # 2k, or V if smaller
+        candidates = (scores.view(-1, 1) + row_log_probs).view(n_active, k * per_row)
+        cand_scores, cand_index = candidates.topk(min(2 * k, k * per_row), dim=1)  # (A, 2k) best first
+        cand_parent = torch.div(cand_index, per_row, rounding_mode="floor")
+        cand_token = row_tokens.view(n_active, k * per_row).gather(1, cand_index)
         at_max = (active_max_lens <= step)[:, None]  # (A, 1)
         ends = (cand_token == cfg.eos_id) | at_max  # (A, 2k)
         cand_rows = offsets[:n_active] + cand_parent  # (A, 2k) rows of the parents
@@ -168,8 +170,9 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, beam_size: int = 4, 
                 if len(hyps) >= nbest:
                     kth_finished[sentence] = hyps[nbest - 1].score
 
-        # Live: the k best candidates that do not end (stable sort keeps the score order).
-        order = torch.sort(ends.to(torch.uint8), dim=1, stable=True).indices[:, :k]
+        # Live: the k best candidates that do not end (ending ones ranked after all others).
+        rank = torch.arange(ends.size(1), device=device) + ends * ends.size(1)
+        order = rank.topk(k, dim=1, largest=False).indices  # (A, k), best first
         live_scores = cand_scores.gather(1, order)  # (A, k)
         live_rows = cand_rows.gather(1, order)
         live_token = cand_token.gather(1, order)
