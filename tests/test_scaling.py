@@ -25,9 +25,18 @@ def test_widths_divided_heads_and_depth_kept():
     assert e.positional == "learned" and e.d_model == 64
 
 
+def test_depth_divided_keeps_row_c_ordering():
+    depths = [model_config("base", **scaled_model_overrides(row, 8, 2)).encoder_layers for row in ("C1", "C2", "base", "C3")]
+    assert depths == [1, 2, 3, 4]
+    big = model_config("base", **scaled_model_overrides("big", 8, 2))
+    assert (big.d_model, big.h, big.decoder_layers, big.dropout) == (128, 16, 3, 0.3)
+    with pytest.raises(ConfigError, match="layer_divisor"):
+        scaled_model_overrides("C1", 1, 4)
+
+
 def test_steps_and_bad_divisors():
     assert scaled_steps("base", 500) == 200 and scaled_steps("big", 500) == 600
-    with pytest.raises(ConfigError, match="width_divisor"):
+    with pytest.raises(ConfigError, match="scale_rule.width_divisor"):
         scaled_model_overrides("A4", 32)  # d_k = 16 is not divisible by 32
     with pytest.raises(ConfigError, match="step_divisor"):
         scaled_steps("base", 0)

@@ -72,4 +72,4 @@ def test_markdown_twin_and_cli(results):
     assert pd.read_csv(out).shape[0] == 14
     text = md.read_text()
     assert text.startswith("| source | model |") and "41.0" in text
-    assert to_markdown(pd.DataFrame([{"a": None, "b": 1.5}])).splitlines()[2] == "|  | 1.50 |"
+    assert to_markdown(pd.DataFrame([{"a": None, "b": 1.5, "c": 25.0, "d": 0.0}])).splitlines()[2] == "|  | 1.50 | 25 | 0.00 |"

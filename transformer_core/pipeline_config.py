@@ -45,5 +45,5 @@ def check(config: dict[str, Any], known_datasets: tuple[str, ...] | None = None)
         raise ConfigError(f"mirror: directory {mirror!r} does not exist (give a directory or a URL prefix)")
     rule = config["scale_rule"]
     for name in experiments(config):
-        scaled_model_overrides(name, rule["width_divisor"])
+        scaled_model_overrides(name, rule["width_divisor"], rule.get("layer_divisor", 1))
         scaled_steps(name, rule["step_divisor"])

@@ -131,7 +131,10 @@ def _cell(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, float):
-        return f"{value:.3g}" if abs(value) >= 1e6 else f"{value:.2f}"
+        if abs(value) >= 1e6:
+            return f"{value:.3g}"
+        # counts read back from CSV beside missing cells come as floats
+        return str(int(value)) if value.is_integer() and abs(value) >= 1 else f"{value:.2f}"
     return str(value).replace("|", "\\|")
 
 

@@ -92,7 +92,8 @@ def steps_of(exp):
 
 def train_args(wildcards):
     """The scaled experiment as `transformer-core train` options."""
-    overrides = scaled_model_overrides(wildcards.exp, config["scale_rule"]["width_divisor"])
+    scale = config["scale_rule"]
+    overrides = scaled_model_overrides(wildcards.exp, scale["width_divisor"], scale.get("layer_divisor", 1))
     settings = checkpointing(wildcards.exp)
     train = config["train"]
     sets = " ".join(f"--set {key}={value}" for key, value in overrides.items())

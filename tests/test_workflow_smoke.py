@@ -1,0 +1,80 @@
+"""The project's integration test: the whole smoke workflow, end to end, as a user runs it.
+
+`snakemake --cores 2 --configfile config/smoke.yaml` builds Tables 2 and 3 and the report
+from nothing (the generated corpus needs no network), in a fresh working directory. The
+checks read the outputs a user reads. A second test shows that one Table 3 row is a target
+of its own that schedules only that row's jobs.
+"""
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from transformer_core.config import TABLE3_ROWS
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "config" / "smoke.yaml"
+
+
+def snakemake(workdir, *args, timeout=900):
+    exe = shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")
+    return subprocess.run([exe, "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--configfile", str(SMOKE),
+                           *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_smoke_workflow_builds_tables_and_report(tmp_path):
+    start = time.monotonic()
+    proc = snakemake(tmp_path, "--cores", "2", "results/table2.csv", "results/table3.csv", "results/report.md")
+    wall = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    print(f"smoke workflow wall time: {wall:.0f} s")
+
+    table2 = pd.read_csv(tmp_path / "results" / "table2.csv")
+    ours = table2[table2.source == "ours"]
+    assert sorted(zip(ours.model, ours.pair, strict=True)) == [
+        ("Transformer (base model)", "en_de"), ("Transformer (base model)", "en_fr"),
+        ("Transformer (big)", "en_de"), ("Transformer (big)", "en_fr")]
+    assert ours.bleu_paper_style.between(0, 100).all() and ours.sacrebleu.between(0, 100).all()
+    assert ours.sacrebleu_signature.str.contains("tok:13a").all()
+    assert (ours.steps == [25, 25, 75, 75]).all() if list(ours.model).count("Transformer (big)") == 2 else True
+    assert set(ours.paper_bleu) == {27.3, 38.1, 28.4, 41.8}
+    assert (table2.source == "paper").sum() == 13
+
+    table3 = pd.read_csv(tmp_path / "results" / "table3.csv")
+    assert list(table3.row) == list(TABLE3_ROWS)
+    assert (table3.ppl_dev > 1).all() and table3.bleu_dev.between(0, 100).all()
+    by_row = table3.set_index("row")
+    assert by_row.loc["C1", "N"] < by_row.loc["base", "N"] < by_row.loc["C3", "N"]
+    assert by_row.loc["B1", "d_k"] < by_row.loc["base", "d_k"] and by_row.loc["B1", "d_v"] == by_row.loc["base", "d_v"]
+    assert by_row.loc["E", "positional"] == "learned" and by_row.loc["D3", "eps_ls"] == 0.0
+    assert by_row.loc["big", "steps"] == 3 * by_row.loc["base", "steps"]
+    assert by_row.loc["base", "paper_ppl"] == 4.92 and by_row.loc["C5", "paper_params"] == 168
+
+    for name in ("table2.md", "table3.md", "report.md"):
+        assert (tmp_path / "results" / name).stat().st_size > 0
+    report = (tmp_path / "results" / "report.md").read_text()
+    assert "How each number was made" in report and "nrefs:1" in report and "source:" in report
+    assert (tmp_path / "results" / "plots" / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
+    translations = (tmp_path / "results" / "translations" / "en_de" / "base.test.avg.txt").read_text()
+    assert translations.count("\n") == 200  # one line per test sentence, none lost
+
+    # Nothing is left to do: a second run schedules no job.
+    again = snakemake(tmp_path, "--cores", "2", "-n", "results/table2.csv", "results/table3.csv")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_one_table3_row_schedules_only_its_own_jobs(tmp_path):
+    proc = snakemake(tmp_path, "-n", "--cores", "2", "results/table3/rows/C4.csv")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout + proc.stderr
+    counts = {parts[0]: int(parts[1]) for parts in (line.split() for line in out.splitlines())
+              if len(parts) == 2 and parts[1].isdigit()}
+    assert counts["train"] == 1 and counts["translate"] == 1 and counts["ppl"] == 1
+    assert counts["table3_row"] == 1 and "table3" not in counts and "table2" not in counts
+    assert "runs/en_de/C4/summary.json" in out and "runs/en_de/C3" not in out
