@@ -50,3 +50,19 @@ def test_no_smoothing_is_nll_and_gradient_flows():
 def test_perplexity():
     assert perplexity(4 * math.log(5.0), 4) == pytest.approx(5.0)
     assert perplexity(1e6, 1) == math.inf
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
+def test_gradient_equals_autograd_of_torch_cross_entropy(epsilon):
+    torch.manual_seed(1)
+    logits = torch.randn(6, 13, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([1, 0, 5, 12, 0, 7])  # two pads
+    out = label_smoothed_nll_loss(logits, target, epsilon=epsilon, pad_id=0)
+    (0.37 * out.loss).backward()
+    ours = logits.grad.clone()
+    logits.grad = None
+    ref = F.cross_entropy(logits, target, ignore_index=0, reduction="sum", label_smoothing=epsilon)
+    (0.37 * ref).backward()
+    torch.testing.assert_close(out.loss.double(), ref.double())
+    torch.testing.assert_close(ours, logits.grad)
+    assert out.tokens == 4 and not out.nll.requires_grad
