@@ -11,7 +11,9 @@ which is what ``torch.nn.functional.cross_entropy(label_smoothing=eps)``
 computes. (tensor2tensor spreads eps over the V - 1 wrong entries and subtracts
 the constant entropy of q; for V = 37000 the gradients differ by about 1/V.)
 
-Padding positions are ignored. The functions return *sums* over tokens so
+The loss is computed together with the pre-softmax projection (see
+``projected_label_smoothed_loss``). Padding positions are ignored. The
+functions return *sums* over tokens so
 that callers can normalize once per optimizer step by the global number of
 target tokens (the gradient then equals that of one big batch, however the
 tokens are split over micro-batches and devices). The unsmoothed NLL is
@@ -23,6 +25,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
@@ -35,52 +38,74 @@ class LossSums(NamedTuple):
     tokens: int  # number of non-pad target tokens
 
 
-class _SmoothedCrossEntropy(torch.autograd.Function):
-    """Summed label-smoothed cross-entropy of ``logits`` (N, V) with an analytic gradient.
+class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
+    """Summed label-smoothed cross-entropy of ``hidden @ weight.T``, fused and chunked over tokens.
 
-    d loss_i / d z_ik = softmax(z_i)_k - q_ik. Forward is one fused log_softmax
-    and one mean over its output; backward turns the saved log-probabilities into
-    the gradient in place. Autograd through log_softmax, gather and sum makes
-    about twice as many passes over the (N, V) tensors, the largest of a
-    training step with a big vocabulary.
+    For ``rows`` tokens at a time: logits, log-softmax in place, the loss, and at
+    once the gradient d loss / d z = softmax(z) - q in place, pushed through the
+    projection into d hidden and d weight (Liger-Kernel's fused linear
+    cross-entropy). The (N, V) logits never exist whole: one (rows, V) buffer
+    at a time instead of several (N, V) tensors, each of them a fresh, page-faulting
+    allocation. Backward only scales the stored gradients by the incoming one.
     """
 
     @staticmethod
-    def forward(ctx, logits: Tensor, target: Tensor, epsilon: float) -> tuple[Tensor, Tensor]:
-        lprobs = torch.log_softmax(logits, dim=-1)  # (N, V)
-        nll = -lprobs.gather(1, target[:, None]).sum()
-        loss = nll.clone() if epsilon == 0.0 else (1.0 - epsilon) * nll - epsilon * lprobs.mean(-1).sum()
-        ctx.save_for_backward(lprobs, target)
-        ctx.epsilon = epsilon
+    def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, rows: int,
+                need_grad: bool) -> tuple[Tensor, Tensor]:
+        vocab = weight.size(0)
+        dtype = torch.promote_types(weight.dtype, torch.float32)  # fp32 math for half-precision inputs
+        nll = torch.zeros((), dtype=dtype, device=hidden.device)
+        log_prob_sum = torch.zeros((), dtype=dtype, device=hidden.device)
+        grad_hidden = torch.empty_like(hidden) if need_grad else None
+        grad_weight = torch.zeros_like(weight, dtype=dtype) if need_grad else None
+        for start in range(0, hidden.size(0), rows):
+            h, t = hidden[start:start + rows], target[start:start + rows, None]
+            z = F.linear(h, weight)  # (rows, V); bf16 under autocast
+            if z.dtype != dtype:
+                z = z.to(dtype)
+            torch.log_softmax(z, dim=-1, out=z)
+            nll -= z.gather(1, t).sum()
+            if epsilon:
+                log_prob_sum += z.sum()
+            if need_grad:
+                grad = z.exp_()  # softmax
+                grad.scatter_add_(1, t, grad.new_full(t.shape, epsilon - 1.0))
+                if epsilon:
+                    grad.sub_(epsilon / vocab)
+                grad_hidden[start:start + rows] = grad @ weight
+                grad_weight += grad.t() @ h
+        loss = (1.0 - epsilon) * nll - (epsilon / vocab) * log_prob_sum if epsilon else nll.clone()
+        ctx.save_for_backward(grad_hidden, grad_weight)
         ctx.mark_non_differentiable(nll)
         return loss, nll
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor) -> tuple[Tensor, None, None]:
-        lprobs, target = ctx.saved_tensors
-        eps, vocab = ctx.epsilon, lprobs.size(-1)
-        grad = lprobs.exp_()  # softmax, in place: the saved log-probabilities are not needed again
-        grad.scatter_add_(1, target[:, None], grad.new_full((target.numel(), 1), eps - 1.0))
-        grad.mul_(grad_loss)
-        if eps:
-            grad.sub_(grad_loss * (eps / vocab))
-        return grad, None, None
+    def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor) -> tuple[Tensor | None, ...]:
+        grad_hidden, grad_weight = ctx.saved_tensors
+        return grad_hidden.mul_(grad_loss), grad_weight.mul_(grad_loss), None, None, None, None
 
 
-def label_smoothed_nll_loss(logits: Tensor, target: Tensor, epsilon: float, pad_id: int = 0) -> LossSums:
-    """Summed label-smoothed loss and NLL of ``logits`` (..., V) against ``target`` (...).
+# Logits per chunk: 16M floats (64 MiB in fp32) on a CPU, four times that on a GPU.
+CHUNK_ELEMENTS = {"cpu": 1 << 24, "cuda": 1 << 26}
 
-    Half-precision logits (bf16 autocast) are upcast to fp32 first.
+
+def projected_label_smoothed_loss(hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float,
+                                  pad_id: int = 0) -> LossSums:
+    """Summed label-smoothed loss and NLL of logits ``hidden @ weight.T`` against ``target``.
+
+    ``hidden`` (..., d) are the decoder outputs, ``weight`` (V, d) the tied
+    pre-softmax projection, ``target`` (...) the token ids; pad positions are
+    dropped before the projection. Log-probabilities are fp32 even under bf16 autocast.
     """
-    logits = logits.reshape(-1, logits.size(-1))
-    if logits.dtype in (torch.float16, torch.bfloat16):
-        logits = logits.float()
+    hidden = hidden.reshape(-1, hidden.size(-1))
     target = target.reshape(-1)
     keep = target != pad_id
     if not bool(keep.all()):
-        logits, target = logits[keep], target[keep]
-    loss, nll = _SmoothedCrossEntropy.apply(logits, target, float(epsilon))
+        hidden, target = hidden[keep], target[keep]
+    rows = max(1, CHUNK_ELEMENTS.get(hidden.device.type, 1 << 24) // weight.size(0))
+    need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    loss, nll = _ProjectedSmoothedCrossEntropy.apply(hidden, weight, target, float(epsilon), rows, need_grad)
     return LossSums(loss, nll, target.numel())
 
 
