@@ -57,3 +57,23 @@ def test_no_gradient_work_without_grad():
 def test_perplexity():
     assert perplexity(4 * math.log(5.0), 4) == pytest.approx(5.0)
     assert perplexity(1e6, 1) == math.inf
+
+
+def test_autocast_path_matches_fp32(monkeypatch):
+    """Under bf16 autocast (the GPU default) matmuls run in bf16, log-softmax and sums in fp32."""
+    monkeypatch.setitem(loss_module.CHUNK_ELEMENTS, "cpu", 3 * 50)
+    torch.manual_seed(2)
+    hidden = torch.randn(7, 16, requires_grad=True)
+    weight = (0.3 * torch.randn(50, 16)).requires_grad_()
+    target = torch.randint(1, 50, (7,))
+    ref = projected_label_smoothed_loss(hidden, weight, target, 0.1)
+    ref.loss.backward()
+    ref_grads = hidden.grad.clone(), weight.grad.clone()
+    hidden.grad = weight.grad = None
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = projected_label_smoothed_loss(hidden, weight, target, 0.1)
+    out.loss.backward()
+    assert out.loss.dtype == torch.float32 and weight.grad.dtype == torch.float32
+    torch.testing.assert_close(out.loss, ref.loss, rtol=2e-2, atol=0)
+    torch.testing.assert_close(hidden.grad, ref_grads[0], rtol=5e-2, atol=5e-2)
+    torch.testing.assert_close(weight.grad, ref_grads[1], rtol=5e-2, atol=5e-2)

@@ -58,11 +58,17 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
         log_prob_sum = torch.zeros((), dtype=dtype, device=hidden.device)
         grad_hidden = torch.empty_like(hidden) if need_grad else None
         grad_weight = torch.zeros_like(weight, dtype=dtype) if need_grad else None
+        # Without autocast, one logits buffer serves every chunk and the gradients are written in
+        # place (out=, addmm_): no fresh (rows, V) or (V, d) tensors. Under autocast the
+        # matmuls must be out-of-place to run in bf16.
+        plain = not torch.is_autocast_enabled(hidden.device.type) and hidden.dtype == weight.dtype == dtype
+        buffer = hidden.new_empty(min(rows, hidden.size(0)), vocab) if plain else None
         for start in range(0, hidden.size(0), rows):
             h, t = hidden[start:start + rows], target[start:start + rows, None]
-            z = F.linear(h, weight)  # (rows, V); bf16 under autocast
-            if z.dtype != dtype:
-                z = z.to(dtype)
+            if plain:
+                z = torch.mm(h, weight.t(), out=buffer[: h.size(0)])  # (rows, V)
+            else:
+                z = F.linear(h, weight).to(dtype)  # bf16 matmul under autocast, fp32 log-softmax
             torch.log_softmax(z, dim=-1, out=z)
             nll -= z.gather(1, t).sum()
             if epsilon:
@@ -72,8 +78,12 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
                 grad.scatter_add_(1, t, grad.new_full(t.shape, epsilon - 1.0))
                 if epsilon:
                     grad.sub_(epsilon / vocab)
-                grad_hidden[start:start + rows] = grad @ weight
-                grad_weight += grad.t() @ h
+                if plain:
+                    torch.mm(grad, weight, out=grad_hidden[start:start + rows])
+                    grad_weight.addmm_(grad.t(), h)
+                else:
+                    grad_hidden[start:start + rows] = grad @ weight
+                    grad_weight += grad.t() @ h
         loss = (1.0 - epsilon) * nll - (epsilon / vocab) * log_prob_sum if epsilon else nll.clone()
         ctx.save_for_backward(grad_hidden, grad_weight)
         ctx.mark_non_differentiable(nll)
