@@ -1,8 +1,10 @@
 """Data parallel training: 2 gloo processes under torchrun equal 1 process accumulating 2 micro-batches."""
 
+import json
 import subprocess
 import sys
 
+import pytest
 import torch
 from test_train import write_corpus
 
@@ -31,16 +33,18 @@ def test_single_process_context(monkeypatch):
 
 def test_two_gloo_ranks_equal_one_process_with_accumulation(tmp_path, capsys):
     corpus = write_corpus(tmp_path / "train", n=40)
+    dev = write_corpus(tmp_path / "dev", n=9, seed=1)
     ds = ParallelDataset(corpus)
     # 1 rank x 2 micro-batches and 2 ranks x 1 see the same batches only if the epoch splits evenly.
     assert len(TokenBucketSampler(ds.src_lens, ds.tgt_lens, 40).batches(0)) % 2 == 0
     ddp = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                            "-m", "transformer_core", "train", "--train", str(corpus), *COMMON,
+                            "-m", "transformer_core", "train", "--train", str(corpus), "--dev", str(dev), *COMMON,
                             "--out-dir", str(tmp_path / "ddp")], stderr=subprocess.PIPE, text=True)
     # Meanwhile, the same run as one process in this one (saves a torch start-up).
     threads = torch.get_num_threads()
     try:
-        code = main(["train", "--train", str(corpus), *COMMON, "--out-dir", str(tmp_path / "single")])
+        code = main(["train", "--train", str(corpus), "--dev", str(dev), *COMMON,
+                     "--out-dir", str(tmp_path / "single")])
     finally:
         torch.set_num_threads(threads)
     _, ddp_log = ddp.communicate(timeout=300)
@@ -54,5 +58,8 @@ def test_two_gloo_ranks_equal_one_process_with_accumulation(tmp_path, capsys):
     for key, tensor in b["model"].items():
         torch.testing.assert_close(a["model"][key], tensor, rtol=0, atol=1e-6)
     # Only rank 0 wrote: one summary, one metrics line per step.
+    # Dev perplexity: each rank scores its share, the sums are all-reduced.
+    dev_ddp, dev_single = (json.loads((tmp_path / r / "summary.json").read_text()) for r in ("ddp", "single"))
+    assert dev_ddp["dev_ppl"] == pytest.approx(dev_single["dev_ppl"], rel=1e-5)
     metrics = (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()
     assert len([m for m in metrics if '"train"' in m]) == 6

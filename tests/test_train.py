@@ -11,7 +11,7 @@ from transformer_core.cli import main
 from transformer_core.config import TrainConfig, parse_overrides
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.errors import ConfigError, UserError
-from transformer_core.train import train
+from transformer_core.train import Trainer, train
 
 # A model small enough for a 2-core CPU: about 22K parameters.
 TINY = ["--set", "encoder_layers=1", "--set", "decoder_layers=1", "--set", "d_model=32", "--set", "d_ff=64",
@@ -136,3 +136,14 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, cap
     assert not (tmp_path / "run" / "summary.json").exists()
     state = load_checkpoint(kept[-1][1])["model"]
     assert all(not torch.isnan(t).any() for t in state.values())
+
+
+def test_out_of_memory_says_to_lower_max_tokens(tmp_path, capsys, monkeypatch):
+    def exhausted(self):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")
+
+    monkeypatch.setattr(Trainer, "train_step", exhausted)
+    corpus = write_corpus(tmp_path / "train")
+    code, err = run_cli(capsys, "train", "--train", corpus, "--out-dir", tmp_path / "run", *TINY,
+                        "--max-tokens", "64")
+    assert code == 2 and "out of memory at step 1" in err and "lower --max-tokens" in err

@@ -57,7 +57,7 @@ from transformer_core.distributed import DistContext
 from transformer_core.errors import UserError
 from transformer_core.flops import TokenCounts, paper_method_cost, training_flops
 from transformer_core.io import atomic_write_text
-from transformer_core.loss import label_smoothed_nll_loss, perplexity
+from transformer_core.loss import perplexity, projected_label_smoothed_loss
 from transformer_core.model import Transformer, count_parameters
 from transformer_core.schedule import learning_rate
 
@@ -101,8 +101,9 @@ def lengths(batch: Batch, pad_id: int) -> tuple[list[int], list[int]]:
 class LossModel(nn.Module):
     """The Transformer and its loss in one forward (what DDP wraps).
 
-    The pre-softmax projection, the largest matrix multiplication for a big
-    vocabulary, runs only on the non-pad target positions.
+    The pre-softmax projection (tied to the embedding, as ``Transformer.project``),
+    the largest matrix multiplication for a big vocabulary, runs fused with the
+    loss and only on the non-pad target positions.
     """
 
     def __init__(self, model: Transformer):
@@ -113,10 +114,9 @@ class LossModel(nn.Module):
         model = self.model
         memory, src_mask = model.encode(src)
         y = model.embed(tgt_in)
-        for layer in model.decoder_layers:  # Transformer.decode, minus the projection of padding
+        for layer in model.decoder_layers:  # Transformer.decode, but the projection is fused into the loss
             y = layer(y, memory, src_mask)
-        keep = tgt_out != model.cfg.pad_id
-        out = label_smoothed_nll_loss(model.project(y[keep]), tgt_out[keep], epsilon, model.cfg.pad_id)
+        out = projected_label_smoothed_loss(y, model.embedding.weight, tgt_out, epsilon, model.cfg.pad_id)
         return out.loss, out.nll
 
 

@@ -1,0 +1,218 @@
+"""Training speed: our trainer against a Hugging Face MarianMTModel of the same shape, on the same batches.
+
+CPU (always, ``torch.set_num_threads(2)`` by default): target tokens per second
+of full optimizer steps (forward, label-smoothed loss, backward, Adam) for the
+tiny shape (2+2 layers, d_model 128, d_ff 512, 4 heads, vocabulary 8000) and the
+paper's base shape (vocabulary 37000), ~4000 target tokens per step. The peer
+is ``transformers.MarianMTModel`` configured to the same model: post-norm,
+sinusoidal positions, one embedding shared by encoder, decoder and output,
+ReLU, dropout 0.1, the same label-smoothed loss and the same Adam. Both train
+on the identical token-bucket batches of a synthetic corpus (random ids,
+lengths drawn around 22 tokens, like WMT sentences in word pieces). The
+measurement alternates rounds of ours and the peer's steps so that a shared,
+noisy CPU slows both alike, and reports the median over rounds.
+
+GPU (when CUDA exists): our trainer's target tokens per second for base and
+big in bf16 autocast, and MFU = analytic training FLOPs per second
+(``transformer_core.flops``) / the device's dense bf16 peak.
+
+    python bench/bench_train.py                 # the real measurement (minutes on a 2-core CPU)
+    python bench/bench_train.py --quick         # a short check that everything runs
+
+Writes bench/results/train.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from transformer_core.config import TrainConfig, model_config
+from transformer_core.data.batching import TokenBucketSampler, collate
+from transformer_core.data.binarized import BinarizedWriter
+from transformer_core.data.dataset import ParallelDataset
+from transformer_core.distributed import DistContext
+from transformer_core.flops import TokenCounts, device_spec, training_flops
+from transformer_core.model import count_parameters
+from transformer_core.train import Trainer, device_name
+
+SHAPES = {
+    "tiny": {"encoder_layers": 2, "decoder_layers": 2, "d_model": 128, "d_ff": 512, "h": 4, "d_k": 32, "d_v": 32,
+             "vocab_size": 8000},
+    "base": {"vocab_size": 37000},
+    "big": {"d_model": 1024, "d_ff": 4096, "h": 16, "dropout": 0.3, "vocab_size": 37000},
+}
+TOKENS_PER_STEP = 4000
+
+
+def synthetic_corpus(prefix: Path, vocab_size: int, sentences: int, seed: int = 0) -> ParallelDataset:
+    """Random ids with WMT-like lengths (log-normal around 22 word pieces, 3..80)."""
+    rng = np.random.default_rng(seed)
+    src_lens = np.clip(np.round(rng.lognormal(np.log(22), 0.5, sentences)), 3, 80).astype(int)
+    tgt_lens = np.clip(np.round(src_lens * rng.normal(1.05, 0.1, sentences)), 3, 80).astype(int)
+    with BinarizedWriter(prefix, vocab_size) as writer:
+        for s, t in zip(src_lens, tgt_lens, strict=True):
+            writer.add(rng.integers(4, vocab_size, s).tolist(), rng.integers(4, vocab_size, t).tolist())
+    return ParallelDataset(prefix)
+
+
+class Ours:
+    """Our Trainer: one ``train_step`` is a full optimizer step (data collation included)."""
+
+    def __init__(self, cfg, dataset, device, precision, max_tokens, tokens_per_step):
+        ctx = DistContext(0, 0, 1, device, owns_group=False)
+        train_cfg = TrainConfig(max_tokens=max_tokens, tokens_per_step=tokens_per_step, precision=precision,
+                                warmup=4000)
+        self.trainer = Trainer(cfg, train_cfg, ctx, dataset)
+        self.params = count_parameters(self.trainer.model)
+
+    def step(self) -> int:
+        return self.trainer.train_step().tgt_tokens
+
+
+class Peer:
+    """Hugging Face MarianMTModel of the same shape, the same loss and optimizer, pre-collated batches."""
+
+    def __init__(self, cfg, batches, device, autocast):
+        from transformers import MarianConfig, MarianMTModel
+
+        torch.manual_seed(0)
+        config = MarianConfig(
+            vocab_size=cfg.vocab_size, d_model=cfg.d_model, encoder_layers=cfg.encoder_layers,
+            decoder_layers=cfg.decoder_layers, encoder_attention_heads=cfg.h, decoder_attention_heads=cfg.h,
+            encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff, activation_function="relu", dropout=cfg.dropout,
+            attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=cfg.max_positions,
+            scale_embedding=True, pad_token_id=cfg.pad_id, eos_token_id=cfg.eos_id,
+            decoder_start_token_id=cfg.bos_id, share_encoder_decoder_embeddings=True, tie_word_embeddings=True)
+        self.model = MarianMTModel(config).to(device).train()
+        self.params = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        fused = {"fused": True} if device.type in ("cpu", "cuda") else {}
+        self.optimizer = torch.optim.Adam([p for p in self.model.parameters() if p.requires_grad], lr=1e-4,
+                                          betas=(0.9, 0.98), eps=1e-9, **fused)
+        self.batches, self.device, self.autocast, self.i = batches, device, autocast, 0
+        self.eps, self.pad = cfg.label_smoothing, cfg.pad_id
+
+    def step(self) -> int:
+        batch = self.batches[self.i % len(self.batches)]
+        self.i += 1
+        src, tgt_in, tgt_out = (t.to(self.device) for t in (batch.src, batch.tgt_in, batch.tgt_out))
+        labels = tgt_out.masked_fill(tgt_out == self.pad, -100)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            logits = self.model(input_ids=src, attention_mask=src != self.pad, decoder_input_ids=tgt_in).logits
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), labels.view(-1), ignore_index=-100,
+                                   label_smoothing=self.eps, reduction="sum")
+        (loss / batch.tgt_tokens).backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return batch.tgt_tokens
+
+
+def timed(runner, steps: int, device: torch.device) -> tuple[int, float]:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start, tokens = time.perf_counter(), 0
+    for _ in range(steps):
+        tokens += runner.step()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return tokens, time.perf_counter() - start
+
+
+def cpu_comparison(shape: str, workdir: Path, rounds: int, steps: int, warmup: int) -> dict:
+    cfg = model_config("base", **SHAPES[shape])
+    device = torch.device("cpu")
+    dataset = synthetic_corpus(workdir / shape, cfg.vocab_size, sentences=6000)
+    ours = Ours(cfg, dataset, device, "fp32", TOKENS_PER_STEP, TOKENS_PER_STEP)
+    # The peer gets exactly the batches our trainer will see, collated once up front.
+    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, TOKENS_PER_STEP, seed=ours.trainer.cfg.seed)
+    batches = [collate(dataset, b) for b in sampler.batches(0)]
+    peer = Peer(cfg, batches, device, autocast=False)
+    for runner in (ours, peer):
+        timed(runner, warmup, device)
+    rates = {"ours": [], "peer": []}
+    for _ in range(rounds):
+        for name, runner in (("ours", ours), ("peer", peer)):
+            tokens, seconds = timed(runner, steps, device)
+            rates[name].append(tokens / seconds)
+    ours_rate, peer_rate = statistics.median(rates["ours"]), statistics.median(rates["peer"])
+    return {
+        "shape": SHAPES[shape], "params_ours": ours.params, "params_peer": peer.params,
+        "target_tokens_per_step": TOKENS_PER_STEP, "rounds": rounds, "steps_per_round": steps,
+        "ours_tgt_tokens_per_s": round(ours_rate, 1), "peer_tgt_tokens_per_s": round(peer_rate, 1),
+        "speedup": round(ours_rate / peer_rate, 3),
+        "rounds_ours": [round(r, 1) for r in rates["ours"]], "rounds_peer": [round(r, 1) for r in rates["peer"]],
+    }
+
+
+def gpu_throughput(shape: str, workdir: Path, steps: int, warmup: int, max_tokens: int) -> dict:
+    cfg = model_config("big" if shape == "big" else "base", vocab_size=37000)
+    device = torch.device("cuda", 0)
+    dataset = synthetic_corpus(workdir / f"gpu_{shape}", cfg.vocab_size, sentences=60000)
+    ours = Ours(cfg, dataset, device, "bf16", max_tokens, 25000)
+    timed(ours, warmup, device)
+    counts_before = TokenCounts(**vars(ours.trainer.counts))
+    tokens, seconds = timed(ours, steps, device)
+    counts = TokenCounts(**{k: v - getattr(counts_before, k) for k, v in vars(ours.trainer.counts).items()})
+    flops_per_s = training_flops(cfg, counts) / seconds
+    spec = device_spec(device_name(device))
+    peak = spec.bf16_tflops * 1e12 if spec and spec.bf16_tflops else None
+    return {
+        "shape": shape, "params": ours.params, "device": device_name(device), "precision": "bf16 autocast",
+        "max_tokens": max_tokens, "accumulation": ours.trainer.accumulation, "steps": steps,
+        "tgt_tokens_per_step": tokens / steps, "tgt_tokens_per_s": round(tokens / seconds, 1),
+        "model_tflops_per_s": round(flops_per_s / 1e12, 2),
+        "mfu": round(flops_per_s / peak, 4) if peak else None,
+        "peak_bf16_tflops": spec.bf16_tflops if spec else None,
+        "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a few steps only: checks that the bench runs")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
+    parser.add_argument("--shapes", nargs="+", default=["tiny", "base"], choices=["tiny", "base"])
+    parser.add_argument("--gpu-max-tokens", type=int, default=12500,
+                        help="tokens per micro-batch on the GPU (default: 12500, 2 micro-batches per step)")
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "train.json"))
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    import transformers
+
+    plan = {"tiny": (1, 2, 1) if args.quick else (5, 4, 3), "base": (1, 1, 1) if args.quick else (3, 2, 1)}
+    result = {
+        "bench": "train", "quick": args.quick, "torch": torch.__version__, "transformers": transformers.__version__,
+        "python": platform.python_version(), "machine": platform.machine(), "threads": args.threads,
+        "note": "CPU numbers on a shared machine are noisy; rounds alternate ours/peer to share the noise",
+        "cpu": {}, "gpu": None,
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape in args.shapes:
+            rounds, steps, warmup = plan[shape]
+            result["cpu"][shape] = cpu_comparison(shape, Path(tmp), rounds, steps, warmup)
+            print(f"cpu {shape}: {json.dumps(result['cpu'][shape])}", file=sys.stderr, flush=True)
+        if torch.cuda.is_available():
+            result["gpu"] = {}
+            for shape in ("base", "big"):
+                steps, warmup = (3, 2) if args.quick else (20, 5)
+                result["gpu"][shape] = gpu_throughput(shape, Path(tmp), steps, warmup, args.gpu_max_tokens)
+                print(f"gpu {shape}: {json.dumps(result['gpu'][shape])}", file=sys.stderr, flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
