@@ -30,6 +30,8 @@ from snakemake.profiles import ProfileConfigFileParser
 REPO = Path(__file__).resolve().parents[1]
 LOCAL_SLURM = REPO / "tests" / "slurm" / "local_slurm.sh"
 STAND_IN = REPO / "tests" / "slurm" / "workflow" / "Snakefile"
+PIPELINE = REPO / "Snakefile"
+SMOKE_CONFIG = REPO / "config" / "smoke.yaml"
 SLURM_PROFILE = REPO / "workflow" / "profiles" / "slurm"
 DEFAULT_PROFILE = REPO / "workflow" / "profiles" / "default"
 
@@ -292,29 +294,28 @@ def assert_jobs_got_profile_resources(jobs, profile_env):
 
 
 @pytest.mark.slow
-def test_stand_in_workflow_runs_through_slurm(local_slurm, tmp_path):
-    run = run_on_local_slurm(tmp_path, STAND_IN)
+def test_smoke_pipeline_runs_through_slurm(local_slurm, tmp_path):
+    """Table 2 of the smoke configuration, every job an sbatch job on the local cluster."""
+    run = run_on_local_slurm(tmp_path, PIPELINE, configfile=SMOKE_CONFIG, targets=["results/table2.csv"],
+                             timeout=1200)
     assert run.returncode == 0, (
         f"{run.stdout[-4000:]}\n{run.stderr[-4000:]}\n{local_slurm.log_tail()}"
     )
 
     jobs = slurm_jobs(local_slurm, tmp_path)
-    assert sorted((j.rule, j.wildcards) for j in jobs) == [
-        ("prepare", "de"), ("prepare", "en"), ("train", ""),
-    ]  # fmt: skip
+    counts = {}
+    for job in jobs:
+        counts[job.rule] = counts.get(job.rule, 0) + 1
+    assert counts == {"download": 2, "prepare": 6, "spm_train": 2, "binarize": 4, "train": 4,
+                      "average": 4, "translate": 4, "score": 4, "table2": 1}, counts
     assert len({j.record["Name"] for j in jobs}) == 1  # one run: the plugin names jobs by its id
     assert_jobs_got_profile_resources(jobs, {"TRANSFORMER_SLURM_SIZE": "smoke"})
 
-    # Each output was written inside the SLURM job that jobcomp records for its rule.
-    job = {(j.rule, j.wildcards): j.job_id for j in jobs}
-    prepared = {
-        lang: f"prepared {lang} slurm_job={job['prepare', lang]}\n" for lang in ("en", "de")
-    }
-    for lang, text in prepared.items():
-        assert (tmp_path / "results" / f"prepared.{lang}.txt").read_text() == text
-    assert (tmp_path / "results" / "model.txt").read_text() == (
-        prepared["en"] + prepared["de"] + f"trained on 2 cpus slurm_job={job['train', '']}\n"
-    )
+    # The same table as a local run: our four rows and the paper's literature rows.
+    table = (tmp_path / "results" / "table2.csv").read_text().splitlines()
+    assert table[0].startswith("source,model,pair,bleu_paper_style,sacrebleu,sacrebleu_signature")
+    assert sum(line.startswith("ours,") for line in table) == 4
+    assert sum(line.startswith("paper,") for line in table) == 13
 
 
 @pytest.mark.slow

@@ -8,7 +8,6 @@ from transformer_core.config import TABLE3_ROWS
 from transformer_core.pipeline_config import check, experiments
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
 
-
 validate(config, "../schemas/config.schema.yaml")
 check(config)
 
@@ -87,13 +86,17 @@ def checkpointing(exp):
 
 def steps_of(exp):
     settings = checkpointing(exp)
-    return settings.get("steps") or scaled_steps(exp, config["scale_rule"]["step_divisor"])
+    return settings.get("steps") or scaled_steps(
+        exp, config["scale_rule"]["step_divisor"]
+    )
 
 
 def train_args(wildcards):
     """The scaled experiment as `transformer-core train` options."""
     scale = config["scale_rule"]
-    overrides = scaled_model_overrides(wildcards.exp, scale["width_divisor"], scale.get("layer_divisor", 1))
+    overrides = scaled_model_overrides(
+        wildcards.exp, scale["width_divisor"], scale.get("layer_divisor", 1)
+    )
     settings = checkpointing(wildcards.exp)
     train = config["train"]
     sets = " ".join(f"--set {key}={value}" for key, value in overrides.items())
@@ -174,7 +177,11 @@ def table3_row_inputs(wildcards):
 
 def trained_runs():
     """(pair, experiment) of every training run, Table 2's then Table 3's."""
-    runs = [(pair, model) for model in config["table2"]["models"] for pair in config["table2"]["pairs"]]
+    runs = [
+        (pair, model)
+        for model in config["table2"]["models"]
+        for pair in config["table2"]["pairs"]
+    ]
     runs += [(TABLE3_PAIR, row) for row in config["table3"]["rows"]]
     return list(dict.fromkeys(runs))
 
@@ -195,7 +202,10 @@ def report_inputs(wildcards):
 
 def report_args(wildcards, input):
     args = [f"--table 'Table 2' {input.table2}", f"--table 'Table 3' {input.table3}"]
-    args += [f"--run {pair}/{exp} {input[f'metrics_{pair}_{exp}']}" for pair, exp in trained_runs()]
+    args += [
+        f"--run {pair}/{exp} {input[f'metrics_{pair}_{exp}']}"
+        for pair, exp in trained_runs()
+    ]
     model = config["table2"]["models"][0]
     for pair in config["table2"]["pairs"]:
         args.append(f"--score {pair} {input[f'score_{pair}']}")

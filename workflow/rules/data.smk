@@ -9,16 +9,16 @@ rule download:
             lang=["{src}", "{tgt}"],
         ),
         manifest="data/{src}_{tgt}/raw/manifest.json",
+    log:
+        "logs/download/{src}_{tgt}.log",
+    benchmark:
+        "benchmarks/download/{src}_{tgt}.tsv"
+    conda:
+        ENV
     params:
         dataset=dataset_of,
         mirror=mirror_arg,
         out=manifest_dir,
-    log:
-        "logs/download/{src}_{tgt}.log",
-    conda:
-        ENV
-    benchmark:
-        "benchmarks/download/{src}_{tgt}.tsv"
     shell:
         "transformer-core download --dataset {params.dataset} --out {params.out} {params.mirror} > {log} 2>&1"
 
@@ -31,12 +31,12 @@ rule prepare:
         src="data/{src}_{tgt}/prepared/{split}.src",
         tgt="data/{src}_{tgt}/prepared/{split}.tgt",
         report="data/{src}_{tgt}/prepared/{split}.report.json",
-    params:
-        filter=prepare_filter_arg,
     log:
         "logs/prepare/{src}_{tgt}.{split}.log",
     conda:
         ENV
+    params:
+        filter=prepare_filter_arg,
     shell:
         "transformer-core prepare --src-in {input.src} --tgt-in {input.tgt}"
         " --src-out {output.src} --tgt-out {output.tgt} --report {output.report}"
@@ -50,16 +50,16 @@ rule spm_train:
     output:
         model="data/{pair}/spm.model",
         vocab="data/{pair}/spm.vocab",
+    log:
+        "logs/spm_train/{pair}.log",
+    benchmark:
+        "benchmarks/spm_train/{pair}.tsv"
+    conda:
+        ENV
     params:
         vocab_size=vocab_size,
         sample_size=spm_sample_size,
         prefix=output_prefix(".model"),
-    log:
-        "logs/spm_train/{pair}.log",
-    conda:
-        ENV
-    benchmark:
-        "benchmarks/spm_train/{pair}.tsv"
     shell:
         "transformer-core spm train --input {input} --vocab-size {params.vocab_size}"
         " --sample-size {params.sample_size} --model-prefix {params.prefix} > {log} 2>&1"
@@ -72,12 +72,12 @@ rule binarize:
         tgt="data/{pair}/prepared/{split}.tgt",
     output:
         "data/{pair}/bin/{split}.json",
-    params:
-        prefix=output_prefix(".json"),
     log:
         "logs/binarize/{pair}.{split}.log",
     conda:
         ENV
+    params:
+        prefix=output_prefix(".json"),
     shell:
         "transformer-core binarize --spm {input.spm} --src {input.src} --tgt {input.tgt}"
         " --out-prefix {params.prefix} > {log} 2>&1"

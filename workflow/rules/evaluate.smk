@@ -8,22 +8,22 @@ rule translate:
         source="data/{pair}/prepared/{split}.src",
     output:
         "results/translations/{pair}/{exp}.{split}.{ckpt}.txt",
+    log:
+        "logs/translate/{pair}.{exp}.{split}.{ckpt}.log",
+    benchmark:
+        "benchmarks/translate/{pair}.{exp}.{split}.{ckpt}.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
     params:
         beam=config["decode"]["beam"],
         alpha=config["decode"]["alpha"],
         max_len_a=config["decode"]["max_len_a"],
         max_len_b=config["decode"]["max_len_b"],
         max_tokens=config["decode"].get("max_tokens", 4096),
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=30,
-    log:
-        "logs/translate/{pair}.{exp}.{split}.{ckpt}.log",
-    conda:
-        ENV
-    benchmark:
-        "benchmarks/translate/{pair}.{exp}.{split}.{ckpt}.tsv"
     shell:
         "transformer-core translate --checkpoint {input.checkpoint} --spm {input.spm}"
         " --input {input.source} --output {output} --beam {params.beam} --alpha {params.alpha}"
@@ -37,12 +37,12 @@ rule score:
         ref=reference_of,
     output:
         "results/scores/{pair}/{exp}.{split}.{ckpt}.json",
-    params:
-        lang=target_lang,
     log:
         "logs/score/{pair}.{exp}.{split}.{ckpt}.log",
     conda:
         ENV
+    params:
+        lang=target_lang,
     shell:
         "transformer-core score --hyp {input.hyp} --ref {input.ref} --lang {params.lang}"
         " --out {output} > {log} 2>&1"
@@ -54,13 +54,13 @@ rule ppl:
         dev="data/{pair}/bin/dev.json",
     output:
         "results/ppl/{pair}/{exp}.dev.json",
-    params:
-        dev=input_prefix("dev"),
-    threads: 1
     log:
         "logs/ppl/{pair}.{exp}.log",
     conda:
         ENV
+    threads: 1
+    params:
+        dev=input_prefix("dev"),
     shell:
         "transformer-core ppl --checkpoint {input.checkpoint} --data {params.dev}"
         " --out {output} --num-threads {threads} > {log} 2>&1"

@@ -43,12 +43,12 @@ rule table2:
             category="Tables",
         ),
         markdown="results/table2.md",
-    params:
-        results=table2_args,
     log:
         "logs/table2.log",
     conda:
         ENV
+    params:
+        results=table2_args,
     shell:
         "transformer-core table2 {params.results} --out {output.csv} --markdown {output.markdown} > {log} 2>&1"
 
@@ -67,13 +67,13 @@ rule report:
             caption="../report/learning_curves.rst",
             category="Learning curves",
         ),
-    params:
-        args=report_args,
-        scale=config["scale"],
     log:
         "logs/report.log",
     conda:
         ENV
+    params:
+        args=report_args,
+        scale=config["scale"],
     shell:
         "transformer-core report --scale {params.scale} {params.args}"
         " --plot {output.plot} --out {output.markdown} > {log} 2>&1"

@@ -9,22 +9,22 @@ rule train:
         summary="runs/{pair}/{exp}/summary.json",
         last="runs/{pair}/{exp}/last.pt",
         metrics="runs/{pair}/{exp}/metrics.jsonl",
+    log:
+        "logs/train/{pair}.{exp}.log",
+    benchmark:
+        "benchmarks/train/{pair}.{exp}.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
     params:
         launcher=launcher,
         args=train_args,
         run_dir=train_run_dir,
         train=input_prefix("train"),
         dev=input_prefix("dev"),
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=60,
-    log:
-        "logs/train/{pair}.{exp}.log",
-    conda:
-        ENV
-    benchmark:
-        "benchmarks/train/{pair}.{exp}.tsv"
     shell:
         "{params.launcher} train --train {params.train} --dev {params.dev} --out-dir {params.run_dir}"
         " {params.args} --num-threads {threads} --resume > {log} 2>&1"
@@ -35,12 +35,12 @@ rule average:
         "runs/{pair}/{exp}/summary.json",
     output:
         "runs/{pair}/{exp}/averaged.pt",
-    params:
-        run_dir=run_dir_of,
-        last=average_last,
     log:
         "logs/average/{pair}.{exp}.log",
     conda:
         ENV
+    params:
+        run_dir=run_dir_of,
+        last=average_last,
     shell:
         "transformer-core average --run-dir {params.run_dir} --last {params.last} --out {output} > {log} 2>&1"
