@@ -6,14 +6,13 @@ and sacreBLEU run on the same files); those tests skip when ../shared/data
 """
 
 import json
-import os
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from sacrebleu.metrics import BLEU
+from shared_data import SHARED_DATA
 
 from transformer_core.bleu import (
     PaperTokenizer,
@@ -25,12 +24,7 @@ from transformer_core.bleu import (
 )
 from transformer_core.errors import UserError
 
-SHARED = Path(
-    os.environ.get(
-        "TRANSFORMER_CORE_SHARED_DATA",
-        Path(__file__).resolve().parents[1].parent / "shared" / "data",
-    )
-)
+SHARED = SHARED_DATA
 DATA = SHARED / "system_outputs"
 TED = DATA / "compare_mt_ted"
 WMT17 = DATA / "wmt17_newstest2017_ende"

@@ -1,25 +1,17 @@
 """Token-bucket batching: the token budget, coverage, determinism, sharding, and collation."""
 
 import gzip
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from shared_data import SHARED_DATA
 
 from transformer_core.data import bpe
 from transformer_core.data.batching import TokenBucketSampler, collate, padding_stats
 from transformer_core.data.binarized import BinarizedWriter, binarize
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.errors import UserError
-
-SHARED_DATA = Path(
-    os.environ.get(
-        "TRANSFORMER_CORE_SHARED_DATA",
-        Path(__file__).resolve().parents[1].parent / "shared" / "data",
-    )
-)
 
 
 @pytest.fixture(scope="module")

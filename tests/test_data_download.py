@@ -11,21 +11,14 @@ import sys
 import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
+from shared_data import SHARED_DATA
 
 from transformer_core.data.fetch import Fetcher, Unavailable, http_download
 from transformer_core.data.registry import load_registry, parse_registry
 from transformer_core.data.sources import build_dataset, read_sentences
 from transformer_core.errors import ConfigError, UserError
-
-SHARED_DATA = Path(
-    os.environ.get(
-        "TRANSFORMER_CORE_SHARED_DATA",
-        Path(__file__).resolve().parents[1].parent / "shared" / "data",
-    )
-)
 
 
 class FileServer:

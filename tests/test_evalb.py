@@ -2,24 +2,18 @@
 
 import json
 import math
-import os
 import subprocess
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+from shared_data import SHARED_DATA
 
 from transformer_core.bleu import read_lines
 from transformer_core.errors import UserError
 from transformer_core.evalb import EvalbError, EvalbParams, evalb, score_sentence
 
-SHARED = Path(
-    os.environ.get(
-        "TRANSFORMER_CORE_SHARED_DATA",
-        Path(__file__).resolve().parents[1].parent / "shared" / "data",
-    )
-)
+SHARED = SHARED_DATA
 EVALB_DIR = SHARED / "ptb" / "evalb"
 needs_fixtures = pytest.mark.skipif(
     not EVALB_DIR.is_dir(), reason=f"EVALB fixtures not found at {EVALB_DIR}"

@@ -1,11 +1,10 @@
 """Trees: reading PTB text, removing traces and function tags, Vinyals linearization and back."""
 
-import os
 import time
 import zipfile
-from pathlib import Path
 
 import pytest
+from shared_data import SHARED_DATA
 
 from transformer_core.errors import UserError
 from transformer_core.parsing import (
@@ -18,12 +17,7 @@ from transformer_core.parsing import (
     strip_function_tags,
 )
 
-SHARED = Path(
-    os.environ.get(
-        "TRANSFORMER_CORE_SHARED_DATA",
-        Path(__file__).resolve().parents[1].parent / "shared" / "data",
-    )
-)
+SHARED = SHARED_DATA
 NLTK_ZIP = SHARED / "ptb" / "nltk_treebank.zip"
 
 MRG = """

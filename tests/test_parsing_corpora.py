@@ -1,23 +1,18 @@
 """Treebank files for Table 4: WSJ layout and splits, NLTK sample, generated smoke treebank, CLI."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from shared_data import SHARED_DATA
 
 from transformer_core.errors import UserError
 from transformer_core.parsing import delinearize, linearize, parse_trees
 from transformer_core.parsing_corpora import read_nltk_sample, read_wsj, wsj_section_files
 from transformer_core.parsing_smoke import LEXICON, generate_treebank
 
-SHARED = Path(
-    os.environ.get(
-        "TRANSFORMER_CORE_SHARED_DATA",
-        Path(__file__).resolve().parents[1].parent / "shared" / "data",
-    )
-)
+SHARED = SHARED_DATA
 NLTK_ZIP = SHARED / "ptb" / "nltk_treebank.zip"
 needs_nltk = pytest.mark.skipif(
     not NLTK_ZIP.is_file(), reason=f"NLTK sample not found at {NLTK_ZIP}"

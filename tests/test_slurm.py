@@ -214,9 +214,9 @@ def run_on_local_slurm(workdir, snakefile, *, targets=(), configfile=None, env=N
         "--profile", str(SLURM_PROFILE),
         *LOCAL_CLUSTER_ARGS,
     ]  # fmt: skip
+    command += list(targets)  # before --configfile, whose nargs="+" would swallow them
     if configfile is not None:
         command += ["--configfile", str(configfile)]
-    command += list(targets)
     with profile_environment({"TRANSFORMER_SLURM_SIZE": "smoke", **(env or {})}):
         run_env = dict(os.environ)
     return subprocess.run(
