@@ -37,7 +37,7 @@ DEFAULT_PROFILE = REPO / "workflow" / "profiles" / "default"
 
 PIPELINE_RULES = (
     "download", "prepare", "spm_train", "binarize", "train", "average",
-    "translate", "score", "ppl", "table2", "table3", "report",
+    "translate", "score", "table3_row", "table2", "table3", "report",
 )  # fmt: skip
 GPU_RULES = ("train", "translate")
 # local_slurm.sh exit codes meaning "no cluster here": cannot install SLURM, cannot

@@ -9,6 +9,7 @@ import pytest
 
 from transformer_core.config import model_config
 from transformer_core.errors import UserError
+from transformer_core.model import parameter_count
 from transformer_core.tables import table2, table3, table3_row, to_markdown, write_table
 
 
@@ -24,13 +25,13 @@ def results(tmp_path):
     cfg = model_config("C4", vocab_size=1000)
     summary = write(tmp_path / "summary.json", {"wall_seconds": 7200, "device": "NVIDIA H200", "devices": 8,
                                                 "steps": 100000, "flops_paper_method": 1.0e18,
-                                                "flops_analytic": 5.0e17, "model_config": cfg.to_dict()})
-    ppl = write(tmp_path / "ppl.json", {"perplexity": 5.5, "nll_per_token": 1.7})
-    return tmp_path, score, summary, ppl
+                                                "flops_analytic": 5.0e17, "model_config": cfg.to_dict(),
+                                                "params": parameter_count(cfg), "dev_ppl": 5.5})
+    return tmp_path, score, summary
 
 
 def test_table2_ours_beside_paper(results):
-    _, score, summary, _ = results
+    _, score, summary = results
     table = table2([{"model": "base", "pair": "en_de", "score": score, "summary": summary}])
     ours = table[table.source == "ours"].iloc[0]
     assert ours.model == "Transformer (base model)" and ours.paper_bleu == 27.3 and ours.paper_flops == 3.3e18
@@ -42,7 +43,7 @@ def test_table2_ours_beside_paper(results):
 
 
 def test_table2_errors_name_the_problem(results, tmp_path):
-    _, score, summary, _ = results
+    _, score, summary = results
     with pytest.raises(UserError, match="unknown pair 'en_xx'"):
         table2([{"model": "base", "pair": "en_xx", "score": score, "summary": summary}])
     with pytest.raises(UserError, match="missing.json"):
@@ -52,19 +53,30 @@ def test_table2_errors_name_the_problem(results, tmp_path):
         table2([{"model": "base", "pair": "en_de", "score": bad, "summary": summary}])
 
 
+def test_table3_row_needs_a_dev_perplexity(results, tmp_path):
+    _, score, summary = results
+    data = json.loads(open(summary).read())
+    data["dev_ppl"] = None
+    no_dev = write(tmp_path / "nodev.json", data)
+    with pytest.raises(UserError, match="no dev perplexity"):
+        table3_row("base", score, no_dev)
+
+
 def test_table3_row_and_assembly(results):
-    tmp_path, score, summary, ppl = results
-    row = table3_row("C4", score, ppl, summary)
+    tmp_path, score, summary = results
+    row = table3_row("C4", score, summary)
     assert row.iloc[0].d_model == 256 and row.iloc[0].d_k == 32 and row.iloc[0].paper_params == 28
-    assert row.iloc[0].params_m_at_37k == pytest.approx(26.834944)
+    assert row.iloc[0].ppl_dev == 5.5
+    # the vocabulary arithmetic equals an exact count of the model at 37000
+    assert row.iloc[0].params_m_at_37k * 1e6 == pytest.approx(parameter_count(model_config("C4", vocab_size=37000)))
     write_table(row, tmp_path / "C4.csv")
-    write_table(table3_row("base", score, ppl, summary), tmp_path / "base.csv")
+    write_table(table3_row("base", score, summary), tmp_path / "base.csv")
     table = table3([str(tmp_path / "C4.csv"), str(tmp_path / "base.csv")])
     assert list(table.row) == ["base", "C4"]  # the paper's order
 
 
 def test_markdown_twin_and_cli(results):
-    tmp_path, score, summary, _ = results
+    tmp_path, score, summary = results
     out = tmp_path / "t2.csv"
     md = tmp_path / "t2.md"
     subprocess.run([sys.executable, "-m", "transformer_core", "table2", "--result", "base", "en_de", score, summary,

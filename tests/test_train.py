@@ -11,6 +11,7 @@ from transformer_core.cli import main
 from transformer_core.config import TrainConfig, parse_overrides
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.errors import ConfigError, UserError
+from transformer_core.perplexity import dataset_perplexity
 from transformer_core.train import Trainer, train
 
 # A model small enough for a 2-core CPU: about 22K parameters.
@@ -49,6 +50,17 @@ def test_tiny_model_fits_20_pairs(tmp_path):
     assert load_model(run / "last.pt").cfg.vocab_size == 24
     dev = [r for r in losses if r["event"] == "dev"]
     assert [r["step"] for r in dev] == [50, 100, 150]
+
+
+def test_final_dev_perplexity_is_what_the_ppl_command_computes(tmp_path):
+    """Table 3's PPL column is the run's final dev evaluation: it must equal `transformer-core ppl`."""
+    corpus = write_corpus(tmp_path / "train")
+    dev = write_corpus(tmp_path / "dev", n=7, seed=1)
+    cfg = TrainConfig(steps=12, max_tokens=200, tokens_per_step=200, warmup=4, log_interval=6,
+                      checkpoint_interval=6, keep_last=1, num_threads=1)
+    summary = train(corpus, tmp_path / "run", "base", cfg, TINY_OVERRIDES, dev_prefix=dev)
+    model = load_model(tmp_path / "run" / "last.pt")
+    assert dataset_perplexity(model, dev).perplexity == pytest.approx(summary["dev_ppl"], rel=1e-6)
 
 
 def test_checkpoint_holds_the_training_state(tmp_path):

@@ -75,6 +75,6 @@ def test_one_table3_row_schedules_only_its_own_jobs(tmp_path):
     out = proc.stdout + proc.stderr
     counts = {parts[0]: int(parts[1]) for parts in (line.split() for line in out.splitlines())
               if len(parts) == 2 and parts[1].isdigit()}
-    assert counts["train"] == 1 and counts["translate"] == 1 and counts["ppl"] == 1
+    assert counts["train"] == 1 and counts["translate"] == 1 and counts["score"] == 1
     assert counts["table3_row"] == 1 and "table3" not in counts and "table2" not in counts
     assert "runs/en_de/C4/summary.json" in out and "runs/en_de/C3" not in out

@@ -18,7 +18,6 @@ import pandas as pd
 from transformer_core.config import ModelConfig
 from transformer_core.errors import UserError
 from transformer_core.io import atomic_open, atomic_write_text
-from transformer_core.model import parameter_count
 from transformer_core.paper import TABLE2, TABLE2_PRESET_ROWS, TABLE3
 
 PAIR_COLUMNS = {"en_de": ("en_de_bleu", "en_de_flops"), "en_fr": ("en_fr_bleu", "en_fr_flops")}
@@ -94,22 +93,36 @@ def table2(results: list[dict[str, str]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=TABLE2_COLUMNS)
 
 
-def table3_row(row: str, score_path: str, ppl_path: str, summary_path: str) -> pd.DataFrame:
-    """One Table 3 row: the trained model's hyperparameters, our dev PPL/BLEU, the paper's values."""
+def params_at_vocab(params: int, cfg: ModelConfig, vocab_size: int) -> int:
+    """The parameter count of the same model with another vocabulary.
+
+    The shared embedding (vocab_size x d_model) is the model's only vocabulary-sized
+    tensor: tied to the pre-softmax projection, which has no bias.
+    """
+    return params + (vocab_size - cfg.vocab_size) * cfg.d_model
+
+
+def table3_row(row: str, score_path: str, summary_path: str) -> pd.DataFrame:
+    """One Table 3 row: the trained model's hyperparameters, our dev PPL/BLEU, the paper's values.
+
+    PPL is the training run's final dev evaluation (the last checkpoint, per word piece,
+    no label smoothing: the same quantity `transformer-core ppl` computes).
+    """
     if row not in TABLE3:
         raise UserError(f"table3: unknown row {row!r}; known: {', '.join(TABLE3)}")
     score = read_json(score_path, ("bleu_paper_style", "sacrebleu"))
-    ppl = read_json(ppl_path, ("perplexity",))
-    summary = read_json(summary_path, ("steps", "model_config"))
+    summary = read_json(summary_path, ("steps", "model_config", "params", "dev_ppl"))
+    if summary["dev_ppl"] is None:
+        raise UserError(f"{summary_path}: the run has no dev perplexity (train it with --dev)")
     cfg = ModelConfig.from_dict(summary["model_config"], where=f"{summary_path}:model_config")
     paper = TABLE3[row]
     return pd.DataFrame([{
         "row": row, "N": cfg.encoder_layers, "d_model": cfg.d_model, "d_ff": cfg.d_ff, "h": cfg.h,
         "d_k": cfg.d_k, "d_v": cfg.d_v, "P_drop": cfg.dropout, "eps_ls": cfg.label_smoothing,
         "positional": cfg.positional, "steps": summary["steps"],
-        "ppl_dev": ppl["perplexity"], "bleu_dev": score["bleu_paper_style"], "sacrebleu_dev": score["sacrebleu"],
-        "params_m": parameter_count(cfg) / 1e6,
-        "params_m_at_37k": parameter_count(cfg.replace(vocab_size=37000)) / 1e6,
+        "ppl_dev": summary["dev_ppl"], "bleu_dev": score["bleu_paper_style"], "sacrebleu_dev": score["sacrebleu"],
+        "params_m": summary["params"] / 1e6,
+        "params_m_at_37k": params_at_vocab(summary["params"], cfg, 37000) / 1e6,
         "paper_ppl": paper.ppl, "paper_bleu": paper.bleu, "paper_params": paper.params_m,
     }], columns=TABLE3_COLUMNS)
 

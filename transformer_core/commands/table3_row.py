@@ -10,13 +10,13 @@ HELP = "Write one Table 3 row (hyperparameters, dev PPL and BLEU, parameters) be
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--row", required=True, help="Table 3 row name (base, A1..A4, B1, B2, C1..C7, D1..D4, E, big)")
     parser.add_argument("--score", required=True, help="newstest2013 score JSON (beam search, no averaging)")
-    parser.add_argument("--ppl", required=True, help="newstest2013 perplexity JSON")
-    parser.add_argument("--summary", required=True, help="training summary JSON of the row's run")
+    parser.add_argument("--summary", required=True,
+                        help="training summary JSON of the row's run (its final dev perplexity is the PPL column)")
     parser.add_argument("--out", required=True, help="CSV output (one row)")
 
 
 def run(args: argparse.Namespace) -> int:
     from transformer_core.tables import table3_row, write_table
 
-    write_table(table3_row(args.row, args.score, args.ppl, args.summary), args.out)
+    write_table(table3_row(args.row, args.score, args.summary), args.out)
     return 0

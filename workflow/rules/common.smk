@@ -170,7 +170,6 @@ def table3_row_inputs(wildcards):
     pair, exp = TABLE3_PAIR, wildcards.exp
     return {
         "score": f"results/scores/{pair}/{exp}.dev.last.json",
-        "ppl": f"results/ppl/{pair}/{exp}.dev.json",
         "summary": f"runs/{pair}/{exp}/summary.json",
     }
 

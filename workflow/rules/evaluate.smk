@@ -1,4 +1,4 @@
-# translate (beam search) -> score (paper-style BLEU and sacreBLEU); dev perplexity.
+# translate (beam search) -> score (paper-style BLEU and sacreBLEU).
 
 
 rule translate:
@@ -47,20 +47,3 @@ rule score:
         "transformer-core score --hyp {input.hyp} --ref {input.ref} --lang {params.lang}"
         " --out {output} > {log} 2>&1"
 
-
-rule ppl:
-    input:
-        checkpoint="runs/{pair}/{exp}/last.pt",
-        dev="data/{pair}/bin/dev.json",
-    output:
-        "results/ppl/{pair}/{exp}.dev.json",
-    log:
-        "logs/ppl/{pair}.{exp}.log",
-    conda:
-        ENV
-    threads: 1
-    params:
-        dev=input_prefix("dev"),
-    shell:
-        "transformer-core ppl --checkpoint {input.checkpoint} --data {params.dev}"
-        " --out {output} --num-threads {threads} > {log} 2>&1"

@@ -11,7 +11,7 @@ rule table3_row:
     conda:
         ENV
     shell:
-        "transformer-core table3_row --row {wildcards.exp} --score {input.score} --ppl {input.ppl}"
+        "transformer-core table3_row --row {wildcards.exp} --score {input.score}"
         " --summary {input.summary} --out {output} > {log} 2>&1"
 
 
