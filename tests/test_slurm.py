@@ -303,6 +303,10 @@ def test_smoke_pipeline_runs_through_slurm(local_slurm, tmp_path):
     )
 
     jobs = slurm_jobs(local_slurm, tmp_path)
+    for job in jobs:  # shown with `pytest -s`: what SLURM recorded for each job
+        record = job.record
+        print(f"JobId={job.job_id} rule={job.rule} {job.wildcards} JobState={record['JobState']} "
+              f"TimeLimit={record['TimeLimit']} Tres={record['Tres']} ExitCode={record['ExitCode']}")
     counts = {}
     for job in jobs:
         counts[job.rule] = counts.get(job.rule, 0) + 1
