@@ -5,15 +5,15 @@ rule translate:
     input:
         checkpoint=checkpoint_of,
         spm="data/{pair}/spm.model",
-        source="data/{pair}/prepared/{split}.src",
+        source=translate_source,
     output:
         "results/translations/{pair}/{exp}.{split}.{ckpt}.txt",
     params:
-        beam=config["decode"]["beam"],
-        alpha=config["decode"]["alpha"],
-        max_len_a=config["decode"]["max_len_a"],
-        max_len_b=config["decode"]["max_len_b"],
-        max_tokens=config["decode"].get("max_tokens", 4096),
+        beam=decode_setting("beam"),
+        alpha=decode_setting("alpha"),
+        max_len_a=decode_setting("max_len_a"),
+        max_len_b=decode_setting("max_len_b"),
+        max_tokens=decode_setting("max_tokens"),
     threads: 1
     resources:
         mem_mb=4000,
