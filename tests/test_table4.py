@@ -104,7 +104,12 @@ def test_cli_writes_csv_and_markdown(run_files):
     assert "not comparable with the paper's" in text and "beam 21, alpha 0.3" in text
     wsj = cli("--result", "wsj_only", scores, summary, "--treebank", "wsj", "--out", str(out),
               "--markdown", str(md))
-    assert wsj.returncode == 0 and "not comparable" not in md.read_text()
+    assert wsj.returncode == 0 and "not comparable" not in md.read_text() and "empty f1" not in md.read_text()
+    # a flat prediction (what delinearize makes of an empty output) has no bracket EVALB counts
+    nothing = write(tmp_path / "nothing.json", evalb(GOLD[1:], ["(TOP (PRP she) (VBD slept) (. .))"]).as_dict())
+    assert cli("--result", "wsj_only", nothing, summary, "--treebank", "wsj", "--out", str(out),
+               "--markdown", str(md)).returncode == 0
+    assert pd.read_csv(out).f1.isna().all() and "empty f1 in a row that ran" in md.read_text()
 
 
 def test_cli_without_results_and_with_a_missing_file(tmp_path):

@@ -24,9 +24,13 @@ def run(args: argparse.Namespace) -> int:
     from transformer_core.tables import table4, write_table
 
     results = [dict(zip(("setting", "evalb", "summary"), r, strict=True)) for r in args.result]
+    table = table4(results, args.treebank)
     notes = TABLE4_NOTES
     if args.treebank != "wsj":
         notes += (f"Our rows are trained and tested on the {args.treebank} treebank, not WSJ sections "
                   "02-21 and 23: their F1 is not comparable with the paper's.",)
-    write_table(table4(results, args.treebank), args.out, args.markdown, notes)
+    if ((table.status == "run") & table.f1.isna()).any():
+        notes += ("An empty f1 in a row that ran: the model predicted no constituent that EVALB counts "
+                  "(precision and recall 0; EVALB prints nan).",)
+    write_table(table, args.out, args.markdown, notes)
     return 0

@@ -6,7 +6,13 @@ from snakemake.utils import validate
 
 from transformer_core.config import EXPERIMENTS
 from transformer_core.errors import ConfigError
-from transformer_core.pipeline_config import PARSING_EXPERIMENT, PARSING_PAIRS, check, parsing_runs, table4_unavailable
+from transformer_core.pipeline_config import (
+    PARSING_EXPERIMENT,
+    PARSING_PAIRS,
+    check,
+    parsing_runs,
+    table4_unavailable,
+)
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
 
 
@@ -122,9 +128,8 @@ def vocab_size(wildcards):
 
 
 def spm_sample_size(wildcards):
-    if is_parsing(wildcards.pair):
-        return 10000000
-    return config["pairs"][wildcards.pair].get("spm_sample_size", 10000000)
+    settings = {} if is_parsing(wildcards.pair) else config["pairs"][wildcards.pair]
+    return settings.get("spm_sample_size", 10000000)
 
 
 def decode_setting(name):
