@@ -82,3 +82,14 @@ def test_paper_cost_check_and_tables():
     assert any("41.0" in note for note in paper.TABLE2_NOTES)
     assert len(paper.TABLE2) == 10 and len(paper.TABLE4) == 12
     assert paper.TABLE3["C5"].params_m == 168 and paper.TABLE3["big"].ppl == 4.33
+
+
+def test_parsing_preset_is_table4s_model():
+    cfg = model_config("parsing")
+    assert (cfg.encoder_layers, cfg.decoder_layers, cfg.d_model, cfg.d_ff, cfg.h, cfg.d_k, cfg.d_v) == (
+        4, 4, 1024, 2048, 8, 128, 128)
+    assert (cfg.dropout, cfg.label_smoothing, cfg.positional) == (BASE.dropout, BASE.label_smoothing, "sinusoidal")
+    assert experiment("parsing").train_steps == experiment("base").train_steps == 100_000
+    assert "parsing" not in TABLE3_ROWS
+    with pytest.raises(ConfigError, match="known: base, .*, big, parsing"):
+        experiment("parse")

@@ -9,7 +9,12 @@ from shared_data import SHARED_DATA
 
 from transformer_core.errors import UserError
 from transformer_core.parsing import delinearize, linearize, parse_trees
-from transformer_core.parsing_corpora import read_nltk_sample, read_wsj, wsj_section_files
+from transformer_core.parsing_corpora import (
+    merge_training_files,
+    read_nltk_sample,
+    read_wsj,
+    wsj_section_files,
+)
 from transformer_core.parsing_smoke import LEXICON, generate_treebank
 
 SHARED = SHARED_DATA
@@ -143,3 +148,44 @@ def _nodes(tree):
     for child in tree.children:
         if not isinstance(child, str):
             yield from _nodes(child)
+
+
+def _corpus(folder: Path, words: str, trees: str) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "train.words").write_text(words)
+    (folder / "train.tree").write_text(trees)
+    return folder
+
+
+def test_merge_appends_a_parsed_corpus_to_the_treebank(tmp_path):
+    treebank = _corpus(tmp_path / "tb", "the dog barked .\n", "(S (NP XX XX )NP (VP XX )VP XX )S\n")
+    corpus = _corpus(tmp_path / "semi", "hi\nshe left", "(FRAG XX )FRAG\n(S (NP XX )NP (VP XX )VP )S")
+    counts = merge_training_files(treebank, corpus, tmp_path / "out")
+    assert counts == {"treebank": 1, "corpus": 2}
+    assert (tmp_path / "out" / "train.words").read_text() == "the dog barked .\nhi\nshe left\n"
+    assert (tmp_path / "out" / "train.tree").read_text().splitlines()[1:] == [
+        "(FRAG XX )FRAG",
+        "(S (NP XX )NP (VP XX )VP )S",
+    ]
+    proc = _cli("treebank", "merge", "--treebank", str(treebank), "--corpus", str(corpus),
+                "--out", str(tmp_path / "cli"))
+    assert proc.returncode == 0 and "1 treebank + 2 corpus pairs" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("words", "trees", "message"),
+    [
+        ("a b\n", "(S XX )S\n", r"train.tree:1: 1 XX leaves for 2 words"),
+        ("a\nb\n", "(S XX )S\n", "different numbers of lines"),
+        ("a\n", "(S XX )S\n(S XX )S\n", "different numbers of lines"),
+    ],
+)
+def test_merge_rejects_a_misaligned_corpus(tmp_path, words, trees, message):
+    treebank = _corpus(tmp_path / "tb", "x\n", "(S XX )S\n")
+    corpus = _corpus(tmp_path / "semi", words, trees)
+    with pytest.raises(UserError, match=message):
+        merge_training_files(treebank, corpus, tmp_path / "out")
+    assert not (tmp_path / "out" / "train.words").exists()  # nothing half-written
+    proc = _cli("treebank", "merge", "--treebank", str(treebank), "--corpus", str(tmp_path / "none"),
+                "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and "no such file" in proc.stderr and "Traceback" not in proc.stderr

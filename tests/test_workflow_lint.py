@@ -13,7 +13,7 @@ def tool(name):
 
 
 def test_snakemake_lint_is_clean():
-    for config in ("config/config.yaml", "config/smoke.yaml", "config/multi30k.yaml"):
+    for config in ("config/config.yaml", "config/smoke.yaml", "config/multi30k.yaml", "config/nltk_parsing.yaml"):
         proc = subprocess.run([tool("snakemake"), "--lint", "--configfile", config], cwd=ROOT,
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, config + "\n" + proc.stdout + proc.stderr

@@ -30,7 +30,8 @@ def snakemake(workdir, *args, timeout=900):
 @pytest.mark.slow
 def test_smoke_workflow_builds_tables_and_report(tmp_path):
     start = time.monotonic()
-    proc = snakemake(tmp_path, "--cores", "2", "results/table2.csv", "results/table3.csv", "results/report.md")
+    proc = snakemake(tmp_path, "--cores", "2", "results/table2.csv", "results/table3.csv", "results/table4.csv",
+                     "results/report.md")
     wall = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr[-5000:]
     print(f"smoke workflow wall time: {wall:.0f} s")
@@ -56,7 +57,13 @@ def test_smoke_workflow_builds_tables_and_report(tmp_path):
     assert by_row.loc["big", "steps"] == 3 * by_row.loc["base", "steps"]
     assert by_row.loc["base", "paper_ppl"] == 4.92 and by_row.loc["C5", "paper_params"] == 168
 
-    for name in ("table2.md", "table3.md", "report.md"):
+    table4 = pd.read_csv(tmp_path / "results" / "table4.csv")
+    ours4 = table4[table4.source == "ours"].set_index("training")
+    assert ours4.loc["WSJ only, discriminative", "status"] == "run"
+    assert ours4.loc["semi-supervised", "status"] == "not run"
+    assert (table4.source == "paper").sum() == 10
+
+    for name in ("table2.md", "table3.md", "table4.md", "report.md"):
         assert (tmp_path / "results" / name).stat().st_size > 0
     report = (tmp_path / "results" / "report.md").read_text()
     assert "How each number was made" in report and "nrefs:1" in report and "source:" in report
@@ -65,7 +72,7 @@ def test_smoke_workflow_builds_tables_and_report(tmp_path):
     assert translations.count("\n") == 200  # one line per test sentence, none lost
 
     # Nothing is left to do: a second run schedules no job.
-    again = snakemake(tmp_path, "--cores", "2", "-n", "results/table2.csv", "results/table3.csv")
+    again = snakemake(tmp_path, "--cores", "2", "-n", "results/table2.csv", "results/table3.csv", "results/report.md")
     assert "Nothing to be done" in again.stdout + again.stderr
 
 

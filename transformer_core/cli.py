@@ -33,6 +33,7 @@ COMMANDS = (
     "table2",
     "table3_row",
     "table3",
+    "table4",
     "report",
 )
 

@@ -10,6 +10,10 @@ function tags removed) and written as the same parallel files:
 - ``{split}.tags`` and ``{split}.gold`` for dev and test: gold part-of-speech tags
   (``treebank delinearize`` gives them back to predicted trees, so that EVALB
   deletes the same punctuation on both sides) and gold trees for EVALB.
+
+The semi-supervised setting adds a parsed corpus the user supplies (the
+paper's 17M sentences are not public) in the same format, ``train.words`` and
+``train.tree``, to the treebank's training files (``merge_training_files``).
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ from __future__ import annotations
 import os
 import zipfile
 from collections.abc import Iterable
+from itertools import zip_longest
 from pathlib import Path
 
 from transformer_core.errors import UserError
 from transformer_core.io import atomic_open
-from transformer_core.parsing import Tree, clean, linearize, parse_trees
+from transformer_core.parsing import POS_PLACEHOLDER, Tree, clean, linearize, parse_trees
 
 SPLITS = ("train", "dev", "test")
 WSJ_SECTIONS = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}
@@ -124,3 +129,41 @@ def _write_lines(path: Path, lines: Iterable[str]) -> None:
     with atomic_open(path) as handle:
         for line in lines:
             handle.write(line + "\n")
+
+
+def merge_training_files(
+    treebank: str | os.PathLike, corpus: str | os.PathLike, out: str | os.PathLike
+) -> dict[str, int]:
+    """``OUT/train.{words,tree}``: the treebank's training pairs, then the corpus's.
+
+    Streams both; every corpus line is checked as it is copied: as many ``XX``
+    leaves in the tree as words in the sentence, and as many lines in both files
+    (a misaligned corpus would otherwise train on nonsense without a sign).
+    Returns the pair counts of each part.
+    """
+    treebank, corpus, out = Path(treebank), Path(corpus), Path(out)
+    counts = {}
+    with atomic_open(out / "train.words") as words_out, atomic_open(out / "train.tree") as tree_out:
+        for name, folder in (("treebank", treebank), ("corpus", corpus)):
+            counts[name] = _copy_pairs(folder / "train.words", folder / "train.tree", words_out, tree_out)
+    return counts
+
+
+def _copy_pairs(words_path: Path, tree_path: Path, words_out, tree_out) -> int:
+    for path in (words_path, tree_path):
+        if not path.is_file():
+            raise UserError(f"{path}: no such file")
+    count = 0
+    with open(words_path, encoding="utf-8") as words, open(tree_path, encoding="utf-8") as trees:
+        for count, (sentence, tree) in enumerate(zip_longest(words, trees), start=1):
+            if sentence is None or tree is None:
+                raise UserError(f"{words_path} and {tree_path} have different numbers of lines")
+            leaves = tree.split().count(POS_PLACEHOLDER)
+            if leaves != len(sentence.split()):
+                raise UserError(
+                    f"{tree_path}:{count}: {leaves} {POS_PLACEHOLDER} leaves for "
+                    f"{len(sentence.split())} words in {words_path}:{count}"
+                )
+            words_out.write(sentence.rstrip("\n") + "\n")
+            tree_out.write(tree.rstrip("\n") + "\n")
+    return count

@@ -2,25 +2,68 @@
 
 The schema (workflow/schemas/config.schema.yaml) checks types and ranges; this
 module checks that names refer to things that exist (Table 3 rows, pairs,
-datasets, a local mirror directory) and that the scale rule fits every
-experiment. Each error names the config key. Snakemake calls ``check`` before
-any job runs; it is plain Python so it is unit-tested here.
+datasets, a local mirror directory, Table 4's treebank and corpus) and that the
+scale rule fits every experiment. Each error names the config key. Snakemake
+calls ``check`` before any job runs; it is plain Python so it is unit-tested here.
+
+Table 4's runs reuse the translation rules: each trains on a data folder with a
+pair-like name (``PARSING_PAIRS``), so ``data/parse_treebank/...`` and
+``runs/parse_treebank/parsing/...`` sit beside ``data/en_de/...``.
 """
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any
 
 from transformer_core.config import TABLE3_ROWS
-from transformer_core.errors import ConfigError
+from transformer_core.errors import ConfigError, UserError
+from transformer_core.parsing_corpora import wsj_section_files
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
+
+PARSING_EXPERIMENT = "parsing"
+# Table 4's training settings (paper rows "WSJ only" and "semi-supervised") -> data folder.
+PARSING_PAIRS = {"wsj_only": "parse_treebank", "semi_supervised": "parse_semi"}
+_WSJ_NEEDED = (
+    "table4.treebank_dir: give the folder of the LDC WSJ treebank (treebank_3/parsed/mrg, LDC99T42; "
+    "it cannot be downloaded)"
+)
 
 
 def experiments(config: dict[str, Any]) -> list[str]:
     """Every experiment the configuration trains, Table 2 presets first, without repeats."""
     names = list(config["table2"]["models"]) + list(config["table3"]["rows"])
+    if table4_unavailable(config) is None:
+        names.append(PARSING_EXPERIMENT)
     return list(dict.fromkeys(names))
+
+
+def table4_unavailable(config: dict[str, Any]) -> str | None:
+    """Why Table 4 cannot be built, naming the key; None when it can.
+
+    ``treebank: wsj`` with an empty ``treebank_dir`` is config/config.yaml's
+    placeholder for the licensed treebank: Table 4 is then left out of the default
+    target, and asking for it is an error that says which key to set.
+    """
+    table4 = config.get("table4")
+    if not table4:
+        return "Table 4 needs a table4 section in the configuration (config/README.md)"
+    if table4.get("treebank", "wsj") == "wsj" and not table4.get("treebank_dir"):
+        return f"{_WSJ_NEEDED} to build Table 4"
+    return None
+
+
+def parsing_runs(config: dict[str, Any]) -> dict[str, str]:
+    """Table 4 setting -> data folder of every parsing run the configuration trains.
+
+    The treebank-only run whenever Table 4 can be built; the semi-supervised one
+    only when ``table4.semi_supervised_dir`` names a corpus.
+    """
+    if table4_unavailable(config) is not None:
+        return {}
+    settings = ["wsj_only"] + (["semi_supervised"] if config["table4"].get("semi_supervised_dir") else [])
+    return {setting: PARSING_PAIRS[setting] for setting in settings}
 
 
 def check(config: dict[str, Any], known_datasets: tuple[str, ...] | None = None) -> None:
@@ -47,3 +90,41 @@ def check(config: dict[str, Any], known_datasets: tuple[str, ...] | None = None)
     for name in experiments(config):
         scaled_model_overrides(name, rule["width_divisor"], rule.get("layer_divisor", 1))
         scaled_steps(name, rule["step_divisor"])
+    if config.get("table4"):
+        check_table4(config)
+
+
+def check_table4(config: dict[str, Any]) -> None:
+    """Table 4's inputs exist: the treebank of its kind, the semi-supervised corpus if named.
+
+    An empty ``treebank_dir`` for ``treebank: wsj`` passes: it is the placeholder
+    of config/config.yaml (see ``table4_unavailable``).
+    """
+    table4 = config["table4"]
+    for name in PARSING_PAIRS.values():
+        if name in config["pairs"]:
+            raise ConfigError(f"pairs.{name}: the name is Table 4's parsing data folder; rename the pair")
+    kind = table4.get("treebank", "wsj")
+    if kind == "wsj" and table4.get("treebank_dir"):
+        try:
+            wsj_section_files(table4["treebank_dir"])
+        except UserError as err:
+            raise ConfigError(f"table4.treebank_dir: {err}") from None
+    elif kind == "nltk":
+        archive = table4.get("treebank_zip", "")
+        if not archive or not Path(archive).is_file():
+            raise ConfigError(
+                f"table4.treebank_zip: {archive!r} is not a file; give NLTK's treebank.zip "
+                "(nltk_data/corpora/treebank.zip) for table4.treebank: nltk"
+            )
+        if not zipfile.is_zipfile(archive):
+            raise ConfigError(f"table4.treebank_zip: {archive} is not a zip file")
+    corpus = table4.get("semi_supervised_dir", "")
+    if corpus:
+        missing = [name for name in ("train.words", "train.tree") if not (Path(corpus) / name).is_file()]
+        if missing:
+            raise ConfigError(
+                f"table4.semi_supervised_dir: {corpus} lacks {' and '.join(missing)} (a parsed corpus "
+                "in the format of `transformer-core treebank`: one sentence per line in train.words, "
+                "its linearized tree in train.tree)"
+            )

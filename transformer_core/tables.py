@@ -1,8 +1,8 @@
-"""Tables 2 and 3 assembled from the pipeline's result files, with the paper's values beside ours.
+"""Tables 2, 3 and 4 assembled from the pipeline's result files, with the paper's values beside ours.
 
 Inputs are the JSON files earlier stages write: a training ``summary.json``, a
-``score`` JSON (paper-style BLEU and sacreBLEU) and a ``ppl`` JSON. Each table is
-written as CSV with a markdown twin, atomically.
+``score`` JSON (paper-style BLEU and sacreBLEU), a ``ppl`` JSON and an ``evalb``
+JSON (bracket scores). Each table is written as CSV with a markdown twin, atomically.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pandas as pd
 from transformer_core.config import ModelConfig
 from transformer_core.errors import UserError
 from transformer_core.io import atomic_open, atomic_write_text
-from transformer_core.paper import TABLE2, TABLE2_PRESET_ROWS, TABLE3
+from transformer_core.paper import TABLE2, TABLE2_PRESET_ROWS, TABLE3, TABLE4
 
 PAIR_COLUMNS = {"en_de": ("en_de_bleu", "en_de_flops"), "en_fr": ("en_fr_bleu", "en_fr_flops")}
 
@@ -32,6 +32,14 @@ TABLE3_COLUMNS = [
     "ppl_dev", "bleu_dev", "sacrebleu_dev", "params_m", "params_m_at_37k",
     "paper_ppl", "paper_bleu", "paper_params",
 ]
+
+TABLE4_COLUMNS = [
+    "source", "parser", "training", "status", "treebank", "f1", "f1_len_le_40", "recall", "precision",
+    "test_sentences", "paper_f1", "steps", "train_hours", "device", "devices",
+]
+# Our settings of Table 4 and the paper's training column each reproduces.
+TABLE4_SETTINGS = {"wsj_only": "WSJ only, discriminative", "semi_supervised": "semi-supervised"}
+EVALB_CUTOFF_LEN = 40  # COLLINS.prm's CUTOFF_LEN, the column f1_len_le_40
 
 
 def read_json(path: str | os.PathLike, required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -140,8 +148,50 @@ def table3(row_csvs: list[str]) -> pd.DataFrame:
     return table.sort_values("row", key=lambda col: col.map(order)).reset_index(drop=True)
 
 
+def table4(results: list[dict[str, str]], treebank: str) -> pd.DataFrame:
+    """Table 4 in the paper's row order, our rows where the paper's Transformer rows are.
+
+    ``results`` items have ``setting`` (``wsj_only`` or ``semi_supervised``), ``evalb``
+    (the JSON of ``transformer-core evalb`` on the test split) and ``summary`` (training
+    summary path). A setting without a result is a row with status ``not run``;
+    ``treebank`` names what our rows were trained and tested on (only ``wsj`` is the
+    paper's section 23).
+    """
+    ours: dict[str, dict[str, Any]] = {}
+    for item in results:
+        setting = item["setting"]
+        if setting not in TABLE4_SETTINGS:
+            raise UserError(f"table4: unknown setting {setting!r}; known: {', '.join(TABLE4_SETTINGS)}")
+        if setting in ours:
+            raise UserError(f"table4: setting {setting!r} given twice")
+        scores = read_json(item["evalb"], ("all", "cutoff_len"))
+        if scores["cutoff_len"] != EVALB_CUTOFF_LEN:
+            raise UserError(f"{item['evalb']}: cutoff_len is {scores['cutoff_len']}, not COLLINS.prm's "
+                            f"{EVALB_CUTOFF_LEN}")
+        short = read_json(item["evalb"], (f"len<={EVALB_CUTOFF_LEN}",))[f"len<={EVALB_CUTOFF_LEN}"]
+        summary = read_json(item["summary"], ("wall_seconds", "device", "devices", "steps"))
+        ours[setting] = {
+            "status": "run", "treebank": treebank, "f1": scores["all"]["f1"], "f1_len_le_40": short["f1"],
+            "recall": scores["all"]["recall"], "precision": scores["all"]["precision"],
+            "test_sentences": scores["all"]["valid_sentences"], "steps": summary["steps"],
+            "train_hours": summary["wall_seconds"] / 3600.0, "device": summary["device"],
+            "devices": summary["devices"],
+        }
+    setting_of = {training: setting for setting, training in TABLE4_SETTINGS.items()}
+    rows = []
+    for paper in TABLE4:
+        row = {"parser": paper.parser, "training": paper.training, "paper_f1": paper.f1}
+        if paper.ours:
+            row.update(source="ours", **ours.get(setting_of[paper.training], {"status": "not run"}))
+        else:
+            row.update(source="paper")
+        rows.append(row)
+    counts = {"test_sentences": "Int64", "steps": "Int64", "devices": "Int64"}  # integers beside empty cells
+    return pd.DataFrame(rows, columns=TABLE4_COLUMNS).astype(counts)
+
+
 def _cell(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, float):
         if abs(value) >= 1e6:

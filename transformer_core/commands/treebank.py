@@ -2,8 +2,9 @@
 
 Actions: ``wsj`` (the user's LDC WSJ treebank), ``smoke`` (a generated treebank),
 ``nltk`` (NLTK's free WSJ sample) write ``OUT/{train,dev,test}.{words,tree}`` plus
-``OUT/{dev,test}.{tags,gold}``; ``delinearize`` turns predicted sequences into
-repaired trees for EVALB.
+``OUT/{dev,test}.{tags,gold}``; ``merge`` adds a parsed corpus to a treebank's
+training files (the semi-supervised setting); ``delinearize`` turns predicted
+sequences into repaired trees for EVALB.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from transformer_core.bleu import read_lines
 from transformer_core.errors import UserError
 from transformer_core.io import atomic_open
 
-HELP = "Treebank files for parsing (wsj, smoke, nltk) and predicted trees for EVALB (delinearize)."
+HELP = (
+    "Treebank files for parsing (wsj, smoke, nltk; merge for semi-supervised training) "
+    "and predicted trees for EVALB (delinearize)."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +52,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the last N files are test, the N before them dev (default: 20)",
     )
 
+    merge = actions.add_parser(
+        "merge", help="training files of a treebank followed by a parsed corpus's (semi-supervised)"
+    )
+    merge.add_argument(
+        "--treebank", required=True, help="folder with train.words and train.tree (this command's output)"
+    )
+    merge.add_argument(
+        "--corpus",
+        required=True,
+        help="folder with a parsed corpus in the same format: train.words and train.tree",
+    )
+    merge.add_argument("--out", required=True, help="output folder: train.words and train.tree")
+
     delin = actions.add_parser(
         "delinearize", help="predicted sequences -> repaired trees for EVALB"
     )
@@ -64,7 +81,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.action == "delinearize":
         return _delinearize(args)
-    from transformer_core.parsing_corpora import read_nltk_sample, read_wsj, write_parsing_corpus
+    from transformer_core.parsing_corpora import (
+        merge_training_files,
+        read_nltk_sample,
+        read_wsj,
+        write_parsing_corpus,
+    )
+
+    if args.action == "merge":
+        counts = merge_training_files(args.treebank, args.corpus, args.out)
+        print(f"train: {counts['treebank']} treebank + {counts['corpus']} corpus pairs -> {args.out}")
+        return 0
 
     if args.action == "wsj":
         splits = read_wsj(args.dir)

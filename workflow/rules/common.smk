@@ -4,14 +4,25 @@ import os
 
 from snakemake.utils import validate
 
-from transformer_core.config import TABLE3_ROWS
-from transformer_core.pipeline_config import check, experiments
+from transformer_core.config import EXPERIMENTS
+from transformer_core.errors import ConfigError
+from transformer_core.pipeline_config import (
+    PARSING_EXPERIMENT,
+    PARSING_PAIRS,
+    check,
+    parsing_runs,
+    table4_unavailable,
+)
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
 
 validate(config, "../schemas/config.schema.yaml")
 check(config)
 
 TABLE3_PAIR = config["table3"]["pair"]
+TABLE4 = config.get("table4")
+PARSING_RUNS = parsing_runs(
+    config
+)  # Table 4 setting -> data folder, e.g. wsj_only -> parse_treebank
 ENV = "../envs/transformer-core.yaml"
 
 
@@ -20,7 +31,7 @@ wildcard_constraints:
     src="[a-z]+",
     tgt="[a-z]+",
     split="train|dev|test",
-    exp="|".join(TABLE3_ROWS),
+    exp="|".join(EXPERIMENTS),
     ckpt="avg|last",
 
 
@@ -35,6 +46,11 @@ def train_run_dir(wildcards, output):
 
 def manifest_dir(wildcards, output):
     return os.path.dirname(output.manifest)
+
+
+def output_dir(wildcards, output):
+    """The folder of the first output (tools that write a set of files into a folder)."""
+    return os.path.dirname(output[0])
 
 
 def output_prefix(suffix):
@@ -72,20 +88,67 @@ def prepare_filter_arg(wildcards):
     return "" if wildcards.split == "train" else "--no-filter"
 
 
+def is_parsing(pair):
+    """Table 4's data folders (parse_treebank, parse_semi) take the place of language pairs."""
+    return pair in PARSING_PAIRS.values()
+
+
+def treebank_file(pair, split, ext):
+    """A parsing run's text: the semi-supervised run trains on the treebank plus its corpus,
+    and every run is checked on the treebank's own dev and test sections."""
+    folder = pair if split == "train" else PARSING_PAIRS["wsj_only"]
+    return f"data/{folder}/treebank/{split}.{ext}"
+
+
+def parallel_text(pair, split):
+    """(source, target) text of a split: prepared sentences, or words and linearized trees."""
+    if is_parsing(pair):
+        return treebank_file(pair, split, "words"), treebank_file(pair, split, "tree")
+    return f"data/{pair}/prepared/{split}.src", f"data/{pair}/prepared/{split}.tgt"
+
+
+def spm_inputs(wildcards):
+    return list(parallel_text(wildcards.pair, "train"))
+
+
+def binarize_inputs(wildcards):
+    src, tgt = parallel_text(wildcards.pair, wildcards.split)
+    return {"spm": f"data/{wildcards.pair}/spm.model", "src": src, "tgt": tgt}
+
+
+def translate_source(wildcards):
+    return parallel_text(wildcards.pair, wildcards.split)[0]
+
+
 def vocab_size(wildcards):
+    if wildcards.pair == PARSING_PAIRS["semi_supervised"]:
+        return TABLE4["semi_supervised_vocab_size"]
+    if is_parsing(wildcards.pair):
+        return TABLE4["vocab_size"]
     return config["pairs"][wildcards.pair]["vocab_size"]
 
 
 def spm_sample_size(wildcards):
-    return config["pairs"][wildcards.pair].get("spm_sample_size", 10000000)
+    settings = {} if is_parsing(wildcards.pair) else config["pairs"][wildcards.pair]
+    return settings.get("spm_sample_size", 10000000)
+
+
+def decode_setting(name):
+    """A params function: decoding setting ``name``, Table 4's for parsing runs."""
+
+    def setting(wildcards):
+        return (TABLE4 if is_parsing(wildcards.pair) else config)["decode"][name]
+
+    return setting
 
 
 def checkpointing(exp):
     return config["models"]["big" if exp == "big" else "base"]
 
 
-def steps_of(exp):
-    settings = checkpointing(exp)
+def steps_of(pair, exp):
+    """Configured steps (models.*.steps, table4.steps for parsing), else the paper's scaled."""
+    settings = TABLE4 if is_parsing(pair) else checkpointing(exp)
     return settings.get("steps") or scaled_steps(
         exp, config["scale_rule"]["step_divisor"]
     )
@@ -102,7 +165,7 @@ def train_args(wildcards):
     sets = " ".join(f"--set {key}={value}" for key, value in overrides.items())
     return (
         f"--experiment {wildcards.exp} {sets}"
-        f" --steps {steps_of(wildcards.exp)}"
+        f" --steps {steps_of(wildcards.pair, wildcards.exp)}"
         f" --tokens-per-step {train['tokens_per_step']} --max-tokens {train['max_tokens']}"
         f" --warmup {train['warmup']} --lr-scale {train.get('lr_scale', 1.0)}"
         f" --seed {train.get('seed', 1)} --log-interval {train.get('log_interval', 100)}"
@@ -175,18 +238,92 @@ def table3_row_inputs(wildcards):
 
 
 def trained_runs():
-    """(pair, experiment) of every training run, Table 2's then Table 3's."""
+    """(pair, experiment) of every training run, Table 2's, Table 3's, then Table 4's."""
     runs = [
         (pair, model)
         for model in config["table2"]["models"]
         for pair in config["table2"]["pairs"]
     ]
     runs += [(TABLE3_PAIR, row) for row in config["table3"]["rows"]]
+    runs += [(pair, PARSING_EXPERIMENT) for pair in PARSING_RUNS.values()]
     return list(dict.fromkeys(runs))
+
+
+def require_table4():
+    """Stop, naming the key to set, when Table 4's data is asked for but not configured."""
+    reason = table4_unavailable(config)
+    if reason:
+        raise ConfigError(reason)
+
+
+def treebank_action(wildcards):
+    """`transformer-core treebank` action and options of the configured treebank."""
+    kind = TABLE4["treebank"]
+    if kind == "wsj":
+        return f"wsj --dir {TABLE4['treebank_dir']}"
+    if kind == "nltk":
+        return f"nltk --zip {TABLE4['treebank_zip']} --test-files {TABLE4['held_out_files']}"
+    sizes = TABLE4["smoke"]
+    return f"smoke --train {sizes['train']} --dev {sizes['dev']} --test {sizes['test']} --seed {sizes['seed']}"
+
+
+def treebank_source(wildcards):
+    """The NLTK archive is a file Snakemake can watch; the WSJ folder is checked by pipeline_config."""
+    require_table4()
+    return [TABLE4["treebank_zip"]] if TABLE4["treebank"] == "nltk" else []
+
+
+def semi_supervised_file(ext):
+    """An input function: ``train.ext`` of the parsed corpus in table4.semi_supervised_dir."""
+
+    def path(wildcards):
+        return os.path.join(TABLE4["semi_supervised_dir"], f"train.{ext}")
+
+    return path
+
+
+def input_dir(name):
+    """A params function: the folder of input ``name`` (tools that read a set of files from a folder)."""
+
+    def folder(wildcards, input):
+        return os.path.dirname(input[name])
+
+    return folder
+
+
+def treebank_input(ext):
+    """An input function: the treebank's file ``{split}.ext`` (words, tags, gold) of a parsing run."""
+
+    def path(wildcards):
+        return treebank_file(wildcards.pair, wildcards.split, ext)
+
+    return path
+
+
+def table4_inputs(wildcards):
+    require_table4()
+    return {
+        f"{kind}_{setting}": path
+        for setting, pair in PARSING_RUNS.items()
+        for kind, path in (
+            ("evalb", f"results/evalb/{pair}/{PARSING_EXPERIMENT}.test.avg.json"),
+            ("summary", f"runs/{pair}/{PARSING_EXPERIMENT}/summary.json"),
+        )
+    }
+
+
+def table4_args(wildcards, input):
+    results = " ".join(
+        f"--result {setting} {input[f'evalb_{setting}']} {input[f'summary_{setting}']}"
+        for setting in PARSING_RUNS
+    )
+    return f"{results} --treebank {TABLE4['treebank']}"
 
 
 def report_inputs(wildcards):
     inputs = {"table2": "results/table2.md", "table3": "results/table3.md"}
+    if PARSING_RUNS:
+        inputs["table4"] = "results/table4.md"
     for pair, exp in trained_runs():
         inputs[f"metrics_{pair}_{exp}"] = f"runs/{pair}/{exp}/metrics.jsonl"
     for pair in config["table2"]["pairs"]:
@@ -201,6 +338,8 @@ def report_inputs(wildcards):
 
 def report_args(wildcards, input):
     args = [f"--table 'Table 2' {input.table2}", f"--table 'Table 3' {input.table3}"]
+    if PARSING_RUNS:
+        args.append(f"--table 'Table 4' {input.table4}")
     args += [
         f"--run {pair}/{exp} {input[f'metrics_{pair}_{exp}']}"
         for pair, exp in trained_runs()
@@ -216,8 +355,7 @@ def report_args(wildcards, input):
 
 
 def all_targets():
-    return [
-        "results/table2.csv",
-        "results/table3.csv",
-        "results/report.md",
-    ]
+    tables = ["results/table2.csv", "results/table3.csv"] + (
+        ["results/table4.csv"] if PARSING_RUNS else []
+    )
+    return tables + ["results/report.md"]

@@ -1,4 +1,4 @@
-# download -> prepare -> spm -> binarize, per language pair.
+# download -> prepare -> spm -> binarize, per language pair (parsing data: workflow/rules/parsing.smk).
 
 
 rule download:
@@ -45,8 +45,7 @@ rule prepare:
 
 rule spm_train:
     input:
-        "data/{pair}/prepared/train.src",
-        "data/{pair}/prepared/train.tgt",
+        spm_inputs,
     output:
         model="data/{pair}/spm.model",
         vocab="data/{pair}/spm.vocab",
@@ -67,9 +66,7 @@ rule spm_train:
 
 rule binarize:
     input:
-        spm="data/{pair}/spm.model",
-        src="data/{pair}/prepared/{split}.src",
-        tgt="data/{pair}/prepared/{split}.tgt",
+        unpack(binarize_inputs),
     output:
         "data/{pair}/bin/{split}.json",
     log:

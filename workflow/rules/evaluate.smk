@@ -5,7 +5,7 @@ rule translate:
     input:
         checkpoint=checkpoint_of,
         spm="data/{pair}/spm.model",
-        source="data/{pair}/prepared/{split}.src",
+        source=translate_source,
     output:
         "results/translations/{pair}/{exp}.{split}.{ckpt}.txt",
     log:
@@ -19,11 +19,11 @@ rule translate:
         mem_mb=4000,
         runtime=30,
     params:
-        beam=config["decode"]["beam"],
-        alpha=config["decode"]["alpha"],
-        max_len_a=config["decode"]["max_len_a"],
-        max_len_b=config["decode"]["max_len_b"],
-        max_tokens=config["decode"].get("max_tokens", 4096),
+        beam=decode_setting("beam"),
+        alpha=decode_setting("alpha"),
+        max_len_a=decode_setting("max_len_a"),
+        max_len_b=decode_setting("max_len_b"),
+        max_tokens=decode_setting("max_tokens"),
     shell:
         "transformer-core translate --checkpoint {input.checkpoint} --spm {input.spm}"
         " --input {input.source} --output {output} --beam {params.beam} --alpha {params.alpha}"
@@ -46,4 +46,3 @@ rule score:
     shell:
         "transformer-core score --hyp {input.hyp} --ref {input.ref} --lang {params.lang}"
         " --out {output} > {log} 2>&1"
-

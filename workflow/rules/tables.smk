@@ -1,4 +1,4 @@
-# Table 3 rows (one file each) -> Table 3; Table 2; the report.
+# Table 3 rows (one file each) -> Table 3; Table 2; Table 4; the report.
 
 
 rule table3_row:
@@ -51,6 +51,26 @@ rule table2:
         results=table2_args,
     shell:
         "transformer-core table2 {params.results} --out {output.csv} --markdown {output.markdown} > {log} 2>&1"
+
+
+rule table4:
+    input:
+        unpack(table4_inputs),
+    output:
+        csv=report(
+            "results/table4.csv",
+            caption="../report/table4.rst",
+            category="Tables",
+        ),
+        markdown="results/table4.md",
+    log:
+        "logs/table4.log",
+    conda:
+        ENV
+    params:
+        results=table4_args,
+    shell:
+        "transformer-core table4 {params.results} --out {output.csv} --markdown {output.markdown} > {log} 2>&1"
 
 
 rule report:

@@ -1,0 +1,36 @@
+"""``transformer-core table4``: Table 4 (English constituency parsing, F1) with the paper beside ours."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "Assemble Table 4 (parsing F1 on the test section) from EVALB and training-summary files."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--result", nargs=3, action="append", default=[],
+                        metavar=("SETTING", "EVALB_JSON", "SUMMARY_JSON"),
+                        help="one of our rows: setting (wsj_only|semi_supervised), the `transformer-core "
+                             "evalb --json` file of its test split, and its training summary; repeatable. "
+                             "A setting without --result shows as 'not run'")
+    parser.add_argument("--treebank", required=True,
+                        help="what our rows were trained and tested on (wsj, nltk, smoke), for the table")
+    parser.add_argument("--out", required=True, help="CSV output")
+    parser.add_argument("--markdown", help="markdown twin of the CSV")
+
+
+def run(args: argparse.Namespace) -> int:
+    from transformer_core.paper import TABLE4_NOTES
+    from transformer_core.tables import table4, write_table
+
+    results = [dict(zip(("setting", "evalb", "summary"), r, strict=True)) for r in args.result]
+    table = table4(results, args.treebank)
+    notes = TABLE4_NOTES
+    if args.treebank != "wsj":
+        notes += (f"Our rows are trained and tested on the {args.treebank} treebank, not WSJ sections "
+                  "02-21 and 23: their F1 is not comparable with the paper's.",)
+    if ((table.status == "run") & table.f1.isna()).any():
+        notes += ("An empty f1 in a row that ran: the model predicted no constituent that EVALB counts "
+                  "(precision and recall 0; EVALB prints nan).",)
+    write_table(table, args.out, args.markdown, notes)
+    return 0

@@ -1,0 +1,87 @@
+# Table 4 (English constituency parsing): treebank -> [merge with a parsed corpus] -> the
+# translation rules (spm_train, binarize, train, average, translate) on data/parse_*/ ->
+# delinearize (repair) -> evalb. common.smk's input functions give those rules the
+# treebank's words (source) and linearized trees (target) for the parse_* folders.
+
+
+rule treebank:
+    input:
+        treebank_source,
+    output:
+        expand(
+            "data/parse_treebank/treebank/{split}.{ext}",
+            split=["train", "dev", "test"],
+            ext=["words", "tree"],
+        ),
+        expand(
+            "data/parse_treebank/treebank/{split}.{ext}",
+            split=["dev", "test"],
+            ext=["tags", "gold"],
+        ),
+    log:
+        "logs/treebank/parse_treebank.log",
+    conda:
+        ENV
+    params:
+        action=treebank_action,
+        out=output_dir,
+    shell:
+        "transformer-core treebank {params.action} --out {params.out} > {log} 2>&1"
+
+
+rule treebank_merge:
+    input:
+        treebank_words="data/parse_treebank/treebank/train.words",
+        treebank_tree="data/parse_treebank/treebank/train.tree",
+        corpus_words=semi_supervised_file("words"),
+        corpus_tree=semi_supervised_file("tree"),
+    output:
+        "data/parse_semi/treebank/train.words",
+        "data/parse_semi/treebank/train.tree",
+    log:
+        "logs/treebank/parse_semi.log",
+    conda:
+        ENV
+    params:
+        treebank=input_dir("treebank_words"),
+        corpus=input_dir("corpus_words"),
+        out=output_dir,
+    shell:
+        "transformer-core treebank merge --treebank {params.treebank} --corpus {params.corpus}"
+        " --out {params.out} > {log} 2>&1"
+
+
+rule delinearize:
+    input:
+        pred="results/translations/{pair}/{exp}.{split}.{ckpt}.txt",
+        words=treebank_input("words"),
+        tags=treebank_input("tags"),
+    output:
+        "results/parses/{pair}/{exp}.{split}.{ckpt}.tree",
+    log:
+        "logs/delinearize/{pair}.{exp}.{split}.{ckpt}.log",
+    wildcard_constraints:
+        pair="parse_[a-z]+",
+    conda:
+        ENV
+    shell:
+        "transformer-core treebank delinearize --words {input.words} --pred {input.pred}"
+        " --tags {input.tags} --out {output} > {log} 2>&1"
+
+
+rule evalb:
+    input:
+        gold=treebank_input("gold"),
+        test="results/parses/{pair}/{exp}.{split}.{ckpt}.tree",
+    output:
+        json="results/evalb/{pair}/{exp}.{split}.{ckpt}.json",
+        report="results/evalb/{pair}/{exp}.{split}.{ckpt}.txt",
+    log:
+        "logs/evalb/{pair}.{exp}.{split}.{ckpt}.log",
+    wildcard_constraints:
+        pair="parse_[a-z]+",
+    conda:
+        ENV
+    shell:
+        "transformer-core evalb --gold {input.gold} --test {input.test} --out {output.report}"
+        " --json {output.json} > {log} 2>&1"
