@@ -112,7 +112,7 @@ def test_smoke_dry_run_lists_the_parsing_jobs(tmp_path):
     out = proc.stdout
     assert "transformer-core treebank smoke --train 3000 --dev 250 --test 250 --seed 0" in out
     assert "--input data/parse_treebank/treebank/train.words data/parse_treebank/treebank/train.tree" in out
-    assert "--experiment parsing --set encoder_layers=4 --set decoder_layers=4 --set d_model=128" in out
+    assert "--experiment parsing --set encoder_layers=2 --set decoder_layers=2 --set d_model=128" in out
     assert "--input data/parse_treebank/treebank/test.words" in out
     assert "--beam 21 --alpha 0.3 --max-len-a 1.0 --max-len-b 300" in out
     assert "--tags data/parse_treebank/treebank/test.tags" in out
