@@ -39,3 +39,13 @@ def autocast_dtype(device: torch.device, precision: str = "auto") -> torch.dtype
             raise UserError(f"--precision bf16 needs a GPU with bfloat16 support; this device is {device}")
         return torch.bfloat16
     return torch.bfloat16 if capable else None
+
+
+def setup_device(device: str, precision: str, num_threads: int | None) -> tuple[torch.device, torch.dtype | None]:
+    """Apply --num-threads, then resolve --device and --precision (see add_device_arguments)."""
+    if num_threads is not None:
+        if num_threads < 1:
+            raise UserError(f"--num-threads must be at least 1, got {num_threads}")
+        torch.set_num_threads(num_threads)
+    resolved = resolve_device(device)
+    return resolved, autocast_dtype(resolved, precision)

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from transformer_core.commands import add_device_arguments
+
 HELP = "Perplexity per target word piece (no label smoothing) of a checkpoint on a binarized split."
 
 
@@ -15,28 +17,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--max-tokens", type=int, default=4096,
                         help="tokens per batch and side, padding included (default: 4096)")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
-    parser.add_argument("--precision", default="fp32",
-                        help="fp32, bf16 or auto autocast (default: fp32: the reported number, cheap)")
-    parser.add_argument("--num-threads", type=int, default=None,
-                        help="CPU threads for torch (default: torch's choice)")
+    add_device_arguments(parser, "fp32", "fp32, bf16 or auto autocast (default: fp32: the reported number, cheap)")
 
 
 def run(args: argparse.Namespace) -> int:
     import torch
 
     from transformer_core.checkpoint import load_model
-    from transformer_core.device import autocast_dtype, resolve_device
-    from transformer_core.errors import UserError
+    from transformer_core.device import setup_device
     from transformer_core.io import atomic_write_text
     from transformer_core.perplexity import dataset_perplexity
 
-    if args.num_threads is not None:
-        if args.num_threads < 1:
-            raise UserError(f"--num-threads must be at least 1, got {args.num_threads}")
-        torch.set_num_threads(args.num_threads)
-    device = resolve_device(args.device)
-    autocast = autocast_dtype(device, args.precision)
+    device, autocast = setup_device(args.device, args.precision, args.num_threads)
     model = load_model(args.checkpoint, map_location=device)
     result = dataset_perplexity(model, args.data, args.max_tokens, autocast)
     report = {**result.to_dict(), "checkpoint": str(args.checkpoint), "data": str(args.data),

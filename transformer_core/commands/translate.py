@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from transformer_core.commands import add_device_arguments
+
 HELP = "Decode a text file line by line with beam search (sentencepiece in and out, order kept)."
 
 
@@ -21,19 +23,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-len-b", type=int, default=50, help="(default b: 50)")
     parser.add_argument("--max-tokens", type=int, default=4096,
                         help="source tokens per batch, padding included (default: 4096)")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
-    parser.add_argument("--precision", default="auto",
-                        help="auto, fp32 or bf16 autocast (default: auto = bf16 on capable GPUs)")
-    parser.add_argument("--num-threads", type=int, default=None,
-                        help="CPU threads for torch (default: torch's choice)")
+    add_device_arguments(parser, "auto", "auto, fp32 or bf16 autocast (default: auto = bf16 on capable GPUs)")
 
 
 def run(args: argparse.Namespace) -> int:
     import sentencepiece as spm
-    import torch
 
     from transformer_core.checkpoint import load_model
-    from transformer_core.device import autocast_dtype, resolve_device
+    from transformer_core.device import setup_device
     from transformer_core.errors import UserError
     from transformer_core.io import atomic_write_text
     from transformer_core.translate import (
@@ -46,12 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.beam < 1:
         raise UserError(f"--beam must be at least 1, got {args.beam}")
-    if args.num_threads is not None:
-        if args.num_threads < 1:
-            raise UserError(f"--num-threads must be at least 1, got {args.num_threads}")
-        torch.set_num_threads(args.num_threads)
-    device = resolve_device(args.device)
-    autocast = autocast_dtype(device, args.precision)
+    device, autocast = setup_device(args.device, args.precision, args.num_threads)
     try:
         sp = spm.SentencePieceProcessor(model_file=args.spm)
     except (OSError, RuntimeError) as err:
