@@ -5,7 +5,12 @@ import torch
 from torch import nn
 
 from transformer_core.config import ModelConfig
-from transformer_core.model import Transformer, parameter_count, sinusoidal_encoding
+from transformer_core.model import (
+    Transformer,
+    matmul_attention,
+    parameter_count,
+    sinusoidal_encoding,
+)
 
 TINY = ModelConfig(vocab_size=50, encoder_layers=2, decoder_layers=2, d_model=32, d_ff=64, h=4,
                    d_k=8, d_v=8, dropout=0.1, max_positions=64)
@@ -165,6 +170,38 @@ def test_reorder_state_follows_the_selected_rows():
         state.reorder(order)
         step = model.decode_step(tgt[order, 2], state)
         full = model(src[order], tgt[order])
+    torch.testing.assert_close(step, full[:, 2], atol=1e-5, rtol=0)
+
+
+def test_matmul_attention_equals_sdpa_with_a_padding_mask():
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(3, 2, 4, 8, generator=gen) for _ in range(3))
+    k, v = torch.cat([k, k], dim=2), torch.cat([v, v], dim=2)  # 8 keys
+    mask = torch.ones(3, 1, 1, 8, dtype=torch.bool)
+    mask[1, ..., 5:] = False
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(matmul_attention(q, k, v, mask), expected, atol=1e-6, rtol=0)
+
+
+def test_beam_rows_share_their_sentence_encoder_cache():
+    """beam rows per sentence: rows move within their sentence, sentences leave; logits stay exact."""
+    model = make_model(TINY)
+    src, tgt = random_batch(TINY, tgt_len=4)
+    src[1, 4:] = TINY.pad_id
+    beam = 2
+    with torch.no_grad():
+        memory, mask = model.encode(src)
+        state = model.init_state(memory, mask, beam=beam)
+        assert state.layers[0].cross_k.size(0) == src.size(0)  # one copy per sentence
+        row_tgt = tgt.repeat_interleave(beam, dim=0)  # (3 * 2, T): row r decodes sentence r // 2
+        for t in range(2):
+            model.decode_step(row_tgt[:, t], state)
+        # Sentence 1 leaves; sentence 0 keeps row 1 twice, sentence 2 swaps its rows.
+        rows = torch.tensor([1, 1, 5, 4])
+        state.reorder(rows, sentences=torch.tensor([0, 2]))
+        step = model.decode_step(row_tgt[rows, 2], state)
+        sentence_of_row = rows // beam
+        full = model(src[sentence_of_row], row_tgt[rows])
     torch.testing.assert_close(step, full[:, 2], atol=1e-5, rtol=0)
 
 

@@ -27,9 +27,9 @@ class TableState:
         self.table_ids = table_ids
         self.prefix = torch.empty(len(table_ids), 0, dtype=torch.long)
 
-    def reorder(self, index):
-        self.table_ids = self.table_ids.index_select(0, index)
-        self.prefix = self.prefix.index_select(0, index)
+    def reorder(self, rows, sentences=None):
+        self.table_ids = self.table_ids.index_select(0, rows)
+        self.prefix = self.prefix.index_select(0, rows)
 
 
 class TableModel:
@@ -49,8 +49,8 @@ class TableModel:
     def encode(self, src_tokens):
         return src_tokens[:, :1].float() - 10, (src_tokens != PAD)[:, None, None, :]
 
-    def init_state(self, memory, src_mask):
-        return TableState(memory[:, 0].long())
+    def init_state(self, memory, src_mask, beam=1):
+        return TableState(memory[:, 0].long().repeat_interleave(beam))
 
     def decode_step(self, tokens, state):
         if state.prefix.size(1) > 0 or (tokens != BOS).any():

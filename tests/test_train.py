@@ -91,6 +91,31 @@ def test_resume_refuses_other_settings_and_finished_run_is_a_no_op(tmp_path, cap
     with pytest.raises(UserError, match="differs in d_ff"):
         train(corpus, tmp_path / "run", "base", TrainConfig(**{**cfg.to_dict(), "steps": 3}),
               {**TINY_OVERRIDES, "d_ff": 32}, resume=True)
+    # A finished run is only "nothing to do" for the settings it was made with.
+    with pytest.raises(UserError, match="differs in d_ff"):
+        train(corpus, tmp_path / "run", "base", cfg, {**TINY_OVERRIDES, "d_ff": 32}, resume=True)
+
+
+def test_restart_if_changed_moves_the_old_run_aside_and_retrains(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "train")
+    cfg = TrainConfig(steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1,
+                      num_threads=1, log_interval=1)
+    run = tmp_path / "run"
+    first = train(corpus, run, "base", cfg, TINY_OVERRIDES)
+    changed = {**TINY_OVERRIDES, "d_ff": 32}
+    with pytest.raises(UserError, match="goes with --resume"):
+        train(corpus, run, "base", cfg, changed, restart_if_changed=True)
+    summary = train(corpus, run, "base", cfg, changed, resume=True, restart_if_changed=True)
+    assert "moved it to" in capsys.readouterr().err
+    assert summary["model_config"]["d_ff"] == 32 and load_model(run / "last.pt").cfg.d_ff == 32
+    old = run / "superseded" / "1"
+    assert json.loads((old / "summary.json").read_text()) == first  # kept, not deleted
+    assert [s for s, _ in list_checkpoints(old / "checkpoints")] == [1, 2]
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2]  # the new run's metrics only
+    # Same settings again: resumed as finished, nothing moved.
+    train(corpus, run, "base", cfg, changed, resume=True, restart_if_changed=True)
+    assert "nothing to do" in capsys.readouterr().err and not (run / "superseded" / "2").exists()
 
 
 def test_accumulation_matches_the_paper_on_any_device_count():

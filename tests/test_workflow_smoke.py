@@ -21,10 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "config" / "smoke.yaml"
 
 
-def snakemake(workdir, *args, timeout=900):
+def snakemake(workdir, *args, configfiles=(SMOKE,), timeout=900):
     exe = shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")
-    return subprocess.run([exe, "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--configfile", str(SMOKE),
-                           *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([exe, "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
+                           "--configfile", *map(str, configfiles), *args],
+                          capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.slow
@@ -74,6 +75,15 @@ def test_smoke_workflow_builds_tables_and_report(tmp_path):
     # Nothing is left to do: a second run schedules no job.
     again = snakemake(tmp_path, "--cores", "2", "-n", "results/table2.csv", "results/table3.csv", "results/report.md")
     assert "Nothing to be done" in again.stdout + again.stderr
+
+    # A changed setting reruns what depends on it; the old run is moved aside, not lost.
+    override = tmp_path / "override.yaml"
+    override.write_text("train:\n  lr_scale: 0.04\n")
+    proc = snakemake(tmp_path, "--cores", "2", "results/table3/rows/D1.csv", configfiles=(SMOKE, override))
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    run = tmp_path / "runs" / "en_de" / "D1"
+    assert list((run / "superseded" / "1" / "checkpoints").glob("step_*.pt"))
+    assert pd.read_json(run / "summary.json", typ="series")["train_config"]["lr_scale"] == 0.04
 
 
 def test_one_table3_row_schedules_only_its_own_jobs(tmp_path):

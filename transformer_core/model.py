@@ -39,6 +39,14 @@ def sinusoidal_encoding(length: int, d_model: int) -> Tensor:
     return table
 
 
+def matmul_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
+    """softmax(q k^T / sqrt(d_k)) v, masked where ``mask`` is False: the arithmetic of SDPA."""
+    weights = torch.matmul(q, k.transpose(-2, -1)) * q.size(-1) ** -0.5
+    if mask is not None:
+        weights = weights.masked_fill(~mask, -math.inf)
+    return torch.matmul(torch.softmax(weights, dim=-1), v)
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
@@ -62,14 +70,19 @@ class MultiHeadAttention(nn.Module):
         return self.split_heads(self.w_k(memory), self.d_k), self.split_heads(self.w_v(memory), self.d_v)
 
     def attend(self, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
-               is_causal: bool = False) -> Tensor:
+               is_causal: bool = False, decoding: bool = False) -> Tensor:
         """Scaled dot-product attention of ``query`` (B, T, d_model) over projected k, v.
 
         ``mask`` is boolean, broadcastable to (B, h, T, S), True where attention is allowed.
+        ``decoding`` marks a decoding step (a few queries against cached keys): on CPU it
+        runs as plain matmuls, several times faster than SDPA's CPU kernel at those shapes.
         """
         q = self.split_heads(self.w_q(query), self.d_k)  # (B, h, T, d_k)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)  # (B, h, T, d_v)
-        batch, _, length, _ = out.shape
+        if decoding and q.device.type == "cpu":
+            out = matmul_attention(q, k, v, mask)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
+        batch, _, length, _ = out.shape  # out: (B, h, T, d_v)
         return self.w_o(out.transpose(1, 2).reshape(batch, length, self.h * self.d_v))
 
     def forward(self, query: Tensor, memory: Tensor, mask: Tensor | None = None,
@@ -108,12 +121,16 @@ class EncoderLayer(nn.Module):
 
 @dataclass
 class LayerCache:
-    """Cached keys/values of one decoder layer: growing self-attention, fixed encoder-decoder."""
+    """Cached keys/values of one decoder layer: growing self-attention, fixed encoder-decoder.
 
-    self_k: Tensor  # (B, h, t, d_k)
-    self_v: Tensor  # (B, h, t, d_v)
-    cross_k: Tensor  # (B, h, S, d_k)
-    cross_v: Tensor  # (B, h, S, d_v)
+    Self-attention keys/values have one row per decoder row (N * beam); the
+    encoder-decoder ones one row per source sentence (N), shared by its beam.
+    """
+
+    self_k: Tensor  # (N * beam, h, t, d_k)
+    self_v: Tensor  # (N * beam, h, t, d_v)
+    cross_k: Tensor  # (N, h, S, d_k)
+    cross_v: Tensor  # (N, h, S, d_v)
 
 
 class DecoderLayer(nn.Module):
@@ -135,33 +152,58 @@ class DecoderLayer(nn.Module):
         y = self.norm_2(y + self.dropout(self.cross_attn(y, memory, src_mask)))
         return self.norm_3(y + self.dropout(self.feed_forward(y)))
 
-    def step(self, y: Tensor, cache: LayerCache, src_mask: Tensor) -> Tensor:
-        """One decoding position ``y`` (B, 1, d_model); appends its key/value to ``cache``."""
+    def step(self, y: Tensor, cache: LayerCache, src_mask: Tensor, beam: int = 1) -> Tensor:
+        """One decoding position ``y`` (N * beam, 1, d_model); appends its key/value to ``cache``.
+
+        The ``beam`` rows of a sentence query its encoder-decoder keys/values together,
+        as ``beam`` query positions of one attention call, so those stay one copy per
+        sentence instead of ``beam``.
+        """
         k, v = self.self_attn.project_kv(y)
         cache.self_k = torch.cat([cache.self_k, k], dim=2)
         cache.self_v = torch.cat([cache.self_v, v], dim=2)
         # The newest position may attend to every cached one: no mask needed.
-        y = self.norm_1(y + self.dropout(self.self_attn.attend(y, cache.self_k, cache.self_v)))
-        y = self.norm_2(y + self.dropout(self.cross_attn.attend(y, cache.cross_k, cache.cross_v, src_mask)))
+        attended = self.self_attn.attend(y, cache.self_k, cache.self_v, decoding=True)
+        y = self.norm_1(y + self.dropout(attended))
+        rows, _, d_model = y.shape
+        grouped = y.view(rows // beam, beam, d_model)  # (N, beam, d_model)
+        attended = self.cross_attn.attend(grouped, cache.cross_k, cache.cross_v, src_mask,
+                                          decoding=True)
+        y = self.norm_2(y + self.dropout(attended.view(rows, 1, d_model)))
         return self.norm_3(y + self.dropout(self.feed_forward(y)))
 
 
 @dataclass
 class DecoderState:
-    """Everything incremental decoding carries from step to step, batch-first."""
+    """Everything incremental decoding carries from step to step, batch-first.
+
+    The decoder runs ``beam`` consecutive rows per source sentence: row r decodes
+    sentence r // beam.
+    """
 
     layers: list[LayerCache]
-    src_mask: Tensor  # (B, 1, 1, S) bool
+    src_mask: Tensor  # (N, 1, 1, S) bool, one row per sentence
+    beam: int = 1
     position: int = 0  # index of the next target position
 
-    def reorder(self, index: Tensor) -> None:
-        """Keep rows ``index`` of the batch (beam search: survivors and their parents)."""
+    def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
+        """Keep decoder rows ``rows`` (beam search: the parents of the survivors).
+
+        With ``beam`` 1 the sentences follow their rows. With a larger beam, each
+        group of ``beam`` consecutive entries of ``rows`` must come from one
+        sentence's rows; ``sentences`` lists the sentences kept, in order, when some
+        leave (None: every sentence stays where it is).
+        """
+        if self.beam == 1:
+            sentences = rows
         for cache in self.layers:
-            cache.self_k = cache.self_k.index_select(0, index)
-            cache.self_v = cache.self_v.index_select(0, index)
-            cache.cross_k = cache.cross_k.index_select(0, index)
-            cache.cross_v = cache.cross_v.index_select(0, index)
-        self.src_mask = self.src_mask.index_select(0, index)
+            cache.self_k = cache.self_k.index_select(0, rows)
+            cache.self_v = cache.self_v.index_select(0, rows)
+            if sentences is not None:
+                cache.cross_k = cache.cross_k.index_select(0, sentences)
+                cache.cross_v = cache.cross_v.index_select(0, sentences)
+        if sentences is not None:
+            self.src_mask = self.src_mask.index_select(0, sentences)
 
 
 class Transformer(nn.Module):
@@ -241,25 +283,29 @@ class Transformer(nn.Module):
         return self.decode(tgt_in_tokens, memory, src_mask)
 
     # -- incremental decoding -----------------------------------------------------------
-    def init_state(self, memory: Tensor, src_mask: Tensor) -> DecoderState:
-        """Cache the encoder-decoder keys/values once; the self-attention caches start empty."""
-        batch = memory.size(0)
+    def init_state(self, memory: Tensor, src_mask: Tensor, beam: int = 1) -> DecoderState:
+        """State for ``beam`` decoder rows per sentence of ``memory`` (N, S, d_model).
+
+        The encoder-decoder keys/values are computed once per sentence; the
+        self-attention caches start empty.
+        """
+        rows = memory.size(0) * beam
         layers = []
         for layer in self.decoder_layers:
             cross_k, cross_v = layer.cross_attn.project_kv(memory)
             attn = layer.self_attn
             layers.append(LayerCache(
-                self_k=memory.new_zeros(batch, attn.h, 0, attn.d_k),
-                self_v=memory.new_zeros(batch, attn.h, 0, attn.d_v),
+                self_k=memory.new_zeros(rows, attn.h, 0, attn.d_k),
+                self_v=memory.new_zeros(rows, attn.h, 0, attn.d_v),
                 cross_k=cross_k, cross_v=cross_v,
             ))
-        return DecoderState(layers=layers, src_mask=src_mask)
+        return DecoderState(layers=layers, src_mask=src_mask, beam=beam)
 
     def decode_step(self, tokens: Tensor, state: DecoderState) -> Tensor:
-        """Logits (B, vocab) for the position after ``tokens`` (B,), the last decoder input."""
+        """Logits (rows, vocab) for the position after ``tokens`` (rows,), the last decoder inputs."""
         y = self.embed(tokens[:, None], start=state.position)
         for layer, cache in zip(self.decoder_layers, state.layers, strict=True):
-            y = layer.step(y, cache, state.src_mask)
+            y = layer.step(y, cache, state.src_mask, state.beam)
         state.position += 1
         return self.project(y[:, 0])
 

@@ -115,8 +115,7 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, beam_size: int = 4, 
 
     max_lens = max_output_lengths(src_tokens, cfg.pad_id, max_len_a, max_len_b, _position_cap(model))
     memory, src_mask = model.encode(src_tokens)
-    state = model.init_state(memory, src_mask)  # encoder-decoder keys/values once per sentence
-    state.reorder(torch.arange(batch, device=device).repeat_interleave(k))  # then k rows each
+    state = model.init_state(memory, src_mask, beam=k)  # k decoder rows per sentence
 
     active = torch.arange(batch)  # original index of each active sentence (CPU)
     active_max_lens = max_lens.to(device)  # (A,)
@@ -191,14 +190,14 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, beam_size: int = 4, 
         keep = (~done).nonzero()[:, 0]
         if keep.numel() == 0:
             break
+        kept = None  # the sentences that stay, when some are done
         if keep.numel() < n_active:
-            keep_dev = keep.to(device)
+            kept = keep.to(device)
             active = active[keep]
-            active_max_lens = active_max_lens[keep_dev]
-            live_scores, live_rows, live_token = (live_scores[keep_dev], live_rows[keep_dev],
-                                                  live_token[keep_dev])
+            active_max_lens = active_max_lens[kept]
+            live_scores, live_rows, live_token = live_scores[kept], live_rows[kept], live_token[kept]
         rows = live_rows.reshape(-1)
-        state.reorder(rows)
+        state.reorder(rows, kept)
         history = torch.cat([history.index_select(0, rows), live_token.reshape(-1, 1)], dim=1)
         tokens = live_token.reshape(-1)
         scores = live_scores

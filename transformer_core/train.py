@@ -364,36 +364,52 @@ def _check_fits(model_cfg: ModelConfig, datasets: dict[str, ParallelDataset]) ->
                             f"--set max_positions={longest} or filter long sentences")
 
 
-def _resume_checks(payload: dict, path: Path, model_cfg: ModelConfig, cfg: TrainConfig) -> None:
+def _settings_mismatch(payload: dict, model_cfg: ModelConfig, cfg: TrainConfig) -> str | None:
+    """Why a run's checkpoint cannot be continued with these settings; None when it can."""
     stored_model = payload["model_config"]
     diff = sorted(k for k, v in model_cfg.to_dict().items() if stored_model.get(k) != v)
     if diff:
-        raise UserError(f"cannot resume from {path}: its model config differs in {', '.join(diff)} "
-                        f"({', '.join(f'{k}={stored_model.get(k)!r}' for k in diff)})")
+        return (f"its model config differs in {', '.join(diff)} "
+                f"({', '.join(f'{k}={stored_model.get(k)!r}' for k in diff)})")
     stored = payload["train_config"]
     diff = [k for k in TrainConfig.TRAJECTORY if stored.get(k) != getattr(cfg, k)]
     if diff:
-        raise UserError(f"cannot resume from {path}: it was trained with "
-                        f"{', '.join(f'{k}={stored.get(k)!r}' for k in diff)}; pass the same values "
-                        "(or start a new --out-dir)")
+        return f"it was trained with {', '.join(f'{k}={stored.get(k)!r}' for k in diff)}"
     if int(payload["step"]) > cfg.steps:
-        raise UserError(f"{path} is at step {payload['step']}, beyond --steps {cfg.steps}")
+        return f"it is at step {payload['step']}, beyond --steps {cfg.steps}"
+    return None
+
+
+def supersede(paths: RunPaths) -> Path:
+    """Move a run's checkpoints, metrics, summary and last.pt into ``superseded/N/``; returns that folder.
+
+    Nothing is deleted: a run made with other settings stays readable beside the new one.
+    """
+    root = paths.out_dir / "superseded"
+    number = 1 + max((int(p.name) for p in root.glob("*") if p.name.isdigit()), default=0)
+    target = root / str(number)
+    target.mkdir(parents=True)
+    for path in (paths.checkpoints, paths.metrics, paths.summary, paths.last):
+        if path.exists():
+            path.rename(target / path.name)
+    return target
 
 
 def train(train_prefix: str | Path, out_dir: str | Path, experiment: str, cfg: TrainConfig,
           model_overrides: dict[str, Any] | None = None, dev_prefix: str | Path | None = None,
-          resume: bool = False) -> dict[str, Any]:
+          resume: bool = False, restart_if_changed: bool = False) -> dict[str, Any]:
     """Train one model; returns the summary (also written to ``out_dir/summary.json`` by rank 0).
 
+    ``resume`` continues the run in ``out_dir`` from its newest checkpoint; a
+    finished run made with the same settings is left as it is. A run made with
+    other settings (model, data, trajectory) is an error, or, with
+    ``restart_if_changed``, is moved aside (``supersede``) and training starts over:
+    the workflow's mode, so that editing the configuration retrains.
     Run it as one process, or under torchrun for several (``distributed.setup``).
     """
+    if restart_if_changed and not resume:
+        raise UserError("--restart-if-changed goes with --resume")
     paths = RunPaths(Path(out_dir))
-    if resume and paths.summary.exists():
-        summary = json.loads(paths.summary.read_text(encoding="utf-8"))
-        if summary.get("steps", 0) >= cfg.steps:
-            print(f"{paths.summary}: the run already finished {summary['steps']} steps; nothing to do",
-                  file=sys.stderr)
-            return summary
     existing = list_checkpoints(paths.checkpoints)
     if existing and not resume:
         raise UserError(f"{paths.out_dir} already holds checkpoints (newest {existing[-1][1].name}): pass "
@@ -410,17 +426,24 @@ def train(train_prefix: str | Path, out_dir: str | Path, experiment: str, cfg: T
                         f"the training set {train_prefix} has {train_set.vocab_size}")
     model_cfg = model_config(experiment, vocab_size=train_set.vocab_size, **overrides)
     _check_fits(model_cfg, {"training": train_set, **({"dev": dev_set} if dev_set else {})})
+    if existing and paths.summary.exists():
+        summary = json.loads(paths.summary.read_text(encoding="utf-8"))
+        newest = load_checkpoint(existing[-1][1], map_location="cpu")
+        if summary.get("steps", 0) >= cfg.steps and _settings_mismatch(newest, model_cfg, cfg) is None:
+            print(f"{paths.summary}: the run already finished {summary['steps']} steps; nothing to do",
+                  file=sys.stderr)
+            return summary
 
     ctx = distributed.setup(cfg.device)
     try:
-        return _run(paths, experiment, model_cfg, cfg, ctx, train_set, dev_set, existing if resume else [])
+        return _run(paths, experiment, model_cfg, cfg, ctx, train_set, dev_set, existing, restart_if_changed)
     finally:
         distributed.teardown(ctx)
 
 
 def _run(paths: RunPaths, experiment: str, model_cfg: ModelConfig, cfg: TrainConfig, ctx: DistContext,
          train_set: ParallelDataset, dev_set: ParallelDataset | None,
-         existing: list[tuple[int, Path]]) -> dict[str, Any]:
+         existing: list[tuple[int, Path]], restart_if_changed: bool) -> dict[str, Any]:
     def log(message: str) -> None:
         if ctx.is_main:
             print(message, file=sys.stderr, flush=True)
@@ -428,14 +451,23 @@ def _run(paths: RunPaths, experiment: str, model_cfg: ModelConfig, cfg: TrainCon
     trainer = Trainer(model_cfg, cfg, ctx, train_set)
     metrics_log = MetricsLog(paths.metrics, ctx.is_main)
     last_metrics: dict[str, Any] = {}
-    if existing:
-        step, path = existing[-1]
-        payload = load_checkpoint(path, map_location="cpu")
-        _resume_checks(payload, path, model_cfg, cfg)
+    payload = load_checkpoint(existing[-1][1], map_location="cpu") if existing else None
+    why = _settings_mismatch(payload, model_cfg, cfg) if payload is not None else None
+    if why:
+        if not restart_if_changed:
+            raise UserError(f"cannot resume from {existing[-1][1]}: {why}; pass the same settings "
+                            "(or start a new --out-dir)")
+        distributed.barrier(ctx)  # every rank has read the old run before rank 0 moves it
+        if ctx.is_main:
+            log(f"{paths.out_dir}: the previous run cannot continue ({why}); moved it to "
+                f"{supersede(paths)} and starting over")
+        payload = None
+    if payload is not None:
         trainer.load_state(payload, log)
         last_metrics = dict(payload.get("metrics", {}))
-        metrics_log.truncate_after(trainer.step)
-        log(f"resuming from {path} (step {trainer.step})")
+        log(f"resuming from {existing[-1][1]} (step {trainer.step})")
+    # Lines after the resumed step, or any at all when starting fresh, come from a killed session.
+    metrics_log.truncate_after(trainer.step)
     params = count_parameters(trainer.model)
     log(f"training {experiment}: {params:,} parameters, vocabulary {model_cfg.vocab_size}, "
         f"{ctx.world_size} x {device_name(ctx.device)}, precision {trainer.autocast or torch.float32}, "

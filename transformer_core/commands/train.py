@@ -41,7 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep the newest M checkpoints (default: 5; 20 for big)")
     parser.add_argument("--seed", type=int, help="random seed (default: 1; rank r uses seed + r for dropout)")
     parser.add_argument("--resume", action="store_true",
-                        help="continue from RUN_DIR's newest checkpoint (a finished run is left as it is)")
+                        help="continue from RUN_DIR's newest checkpoint (a finished run is left as it is); "
+                             "a run made with other settings is an error")
+    parser.add_argument("--restart-if-changed", action="store_true",
+                        help="with --resume: move a run made with other settings (model, data, trajectory) "
+                             "to RUN_DIR/superseded/N/ and start over instead of stopping (the workflow's mode)")
     parser.add_argument("--log-interval", type=int, metavar="L", help="log every L steps (default: 100)")
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16"),
                         help="auto (default): bf16 autocast on GPUs that support it, fp32 elsewhere")
@@ -60,5 +64,6 @@ def run(args: argparse.Namespace) -> int:
         keep_last=args.keep_last, seed=args.seed, log_interval=args.log_interval, precision=args.precision,
         device=args.device, num_threads=args.num_threads,
     )
-    train(args.train, args.out_dir, args.experiment, cfg, overrides, dev_prefix=args.dev, resume=args.resume)
+    train(args.train, args.out_dir, args.experiment, cfg, overrides, dev_prefix=args.dev,
+          resume=args.resume, restart_if_changed=args.restart_if_changed)
     return 0

@@ -27,7 +27,7 @@ rule train:
         dev=input_prefix("dev"),
     shell:
         "{params.launcher} train --train {params.train} --dev {params.dev} --out-dir {params.run_dir}"
-        " {params.args} --num-threads {threads} --resume > {log} 2>&1"
+        " {params.args} --num-threads {threads} --resume --restart-if-changed > {log} 2>&1"
 
 
 rule average:
