@@ -132,6 +132,24 @@ class LayerCache:
     cross_k: Tensor  # (N, h, S, d_k)
     cross_v: Tensor  # (N, h, S, d_v)
 
+    def append(self, k: Tensor, v: Tensor, rows: Tensor | None) -> None:
+        """Append one position's self-attention key/value (R, h, 1, d), taking cache rows
+        ``rows`` first (None: all rows, in order): one copy per step, not a gather then a cat."""
+        self.self_k = _gather_append(self.self_k, rows, k)
+        self.self_v = _gather_append(self.self_v, rows, v)
+
+
+def _gather_append(cache: Tensor, rows: Tensor | None, new: Tensor) -> Tensor:
+    """``cat([cache[rows], new], dim=2)`` written straight into one new tensor."""
+    length = cache.size(2)
+    out = new.new_empty(new.size(0), new.size(1), length + 1, new.size(3))
+    if rows is None:
+        out[:, :, :length] = cache
+    else:
+        torch.index_select(cache, 0, rows, out=out[:, :, :length])
+    out[:, :, length:] = new
+    return out
+
 
 class DecoderLayer(nn.Module):
     """Masked self-attention, encoder-decoder attention, feed-forward; each post-norm residual."""
@@ -152,16 +170,16 @@ class DecoderLayer(nn.Module):
         y = self.norm_2(y + self.dropout(self.cross_attn(y, memory, src_mask)))
         return self.norm_3(y + self.dropout(self.feed_forward(y)))
 
-    def step(self, y: Tensor, cache: LayerCache, src_mask: Tensor, beam: int = 1) -> Tensor:
-        """One decoding position ``y`` (N * beam, 1, d_model); appends its key/value to ``cache``.
+    def step(self, y: Tensor, cache: LayerCache, src_mask: Tensor, beam: int = 1,
+             rows: Tensor | None = None) -> Tensor:
+        """One decoding position ``y`` (N * beam, 1, d_model); appends its key/value to ``cache``
+        after taking the cache rows ``rows`` (a pending reorder; None: none).
 
         The ``beam`` rows of a sentence query its encoder-decoder keys/values together,
         as ``beam`` query positions of one attention call, so those stay one copy per
         sentence instead of ``beam``.
         """
-        k, v = self.self_attn.project_kv(y)
-        cache.self_k = torch.cat([cache.self_k, k], dim=2)
-        cache.self_v = torch.cat([cache.self_v, v], dim=2)
+        cache.append(*self.self_attn.project_kv(y), rows)
         # The newest position may attend to every cached one: no mask needed.
         attended = self.self_attn.attend(y, cache.self_k, cache.self_v, decoding=True)
         y = self.norm_1(y + self.dropout(attended))
@@ -185,6 +203,7 @@ class DecoderState:
     src_mask: Tensor  # (N, 1, 1, S) bool, one row per sentence
     beam: int = 1
     position: int = 0  # index of the next target position
+    pending_rows: Tensor | None = None  # self-attention cache rows to take at the next step
 
     def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         """Keep decoder rows ``rows`` (beam search: the parents of the survivors).
@@ -196,9 +215,10 @@ class DecoderState:
         """
         if self.beam == 1:
             sentences = rows
+        # The self-attention caches are gathered lazily, by the next step's append.
+        pending = self.pending_rows
+        self.pending_rows = rows if pending is None else pending.index_select(0, rows)
         for cache in self.layers:
-            cache.self_k = cache.self_k.index_select(0, rows)
-            cache.self_v = cache.self_v.index_select(0, rows)
             if sentences is not None:
                 cache.cross_k = cache.cross_k.index_select(0, sentences)
                 cache.cross_v = cache.cross_v.index_select(0, sentences)
@@ -305,8 +325,9 @@ class Transformer(nn.Module):
         """Logits (rows, vocab) for the position after ``tokens`` (rows,), the last decoder inputs."""
         y = self.embed(tokens[:, None], start=state.position)
         for layer, cache in zip(self.decoder_layers, state.layers, strict=True):
-            y = layer.step(y, cache, state.src_mask, state.beam)
+            y = layer.step(y, cache, state.src_mask, state.beam, state.pending_rows)
         state.position += 1
+        state.pending_rows = None
         return self.project(y[:, 0])
 
 

@@ -84,7 +84,8 @@ def _next_log_probs(model: nn.Module, tokens: Tensor, state, step: int, min_len:
     ``step`` is the number of tokens generated once this one is chosen (1-based).
     """
     cfg = model.cfg
-    log_probs = torch.log_softmax(model.decode_step(tokens, state).float(), dim=-1)
+    log_probs = model.decode_step(tokens, state).float()
+    torch.log_softmax(log_probs, dim=-1, out=log_probs)  # in place: no second (rows, V) tensor
     log_probs[:, cfg.pad_id] = -math.inf
     log_probs[:, cfg.bos_id] = -math.inf
     if step - 1 < min_len:  # EOS now would leave fewer than min_len real tokens
