@@ -245,8 +245,24 @@ def _massage(sent: _Sentence, params: EvalbParams) -> int:
 # --- per-sentence and corpus statistics --------------------------------------------------
 
 
+class _BracketRates:
+    """Labeled recall and precision in percent, from ``match``, ``gold_brackets``, ``test_brackets``."""
+
+    match: int
+    gold_brackets: int
+    test_brackets: int
+
+    @property
+    def recall(self) -> float:
+        return 100.0 * self.match / self.gold_brackets if self.gold_brackets else 0.0
+
+    @property
+    def precision(self) -> float:
+        return 100.0 * self.match / self.test_brackets if self.test_brackets else 0.0
+
+
 @dataclass
-class SentenceResult:
+class SentenceResult(_BracketRates):
     """One row of EVALB's table. status: 0 scored, 1 error, 2 skipped (empty test line)."""
 
     line: int
@@ -259,14 +275,6 @@ class SentenceResult:
     words: int
     correct_tags: int
     errors: list[str] = field(default_factory=list)
-
-    @property
-    def recall(self) -> float:
-        return 100.0 * self.match / self.gold_brackets if self.gold_brackets else 0.0
-
-    @property
-    def precision(self) -> float:
-        return 100.0 * self.match / self.test_brackets if self.test_brackets else 0.0
 
     def row(self) -> str:
         accuracy = 100.0 * self.correct_tags / self.words if self.words else 0.0
@@ -345,7 +353,7 @@ def score_sentence(
 
 
 @dataclass
-class Totals:
+class Totals(_BracketRates):
     """EVALB's summary block for a set of sentences."""
 
     sentences: int = 0
@@ -382,14 +390,6 @@ class Totals:
     @property
     def valid(self) -> int:
         return self.sentences - self.errors - self.skipped
-
-    @property
-    def recall(self) -> float:
-        return 100.0 * self.match / self.gold_brackets if self.gold_brackets else 0.0
-
-    @property
-    def precision(self) -> float:
-        return 100.0 * self.match / self.test_brackets if self.test_brackets else 0.0
 
     @property
     def f1(self) -> float:

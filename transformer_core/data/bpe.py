@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -152,18 +152,28 @@ def batches(path: Path, size: int = BATCH_LINES) -> Iterator[list[str]]:
         yield batch
 
 
+def _map_file(input: str | os.PathLike, output: str | os.PathLike,
+              convert: Callable[[list[str], int], Iterable[str]]) -> int:
+    """Write ``convert(batch, lines_before)`` for each batch of ``input``'s lines, atomically;
+    the number of lines."""
+    count = 0
+    with atomic_open(output) as out:
+        for batch in batches(Path(input)):
+            out.writelines(text + "\n" for text in convert(batch, count))
+            count += len(batch)
+    return count
+
+
 def encode_file(
     model: str | os.PathLike, input: str | os.PathLike, output: str | os.PathLike, ids: bool = False
 ) -> int:
     """Encode ``input`` line by line into pieces (or ids) separated by spaces; the number of lines."""
     processor = load(model)
-    count = 0
-    with atomic_open(output) as out:
-        for batch in batches(Path(input)):
-            encoded = processor.encode(batch, out_type=int if ids else str)
-            out.writelines(" ".join(map(str, e)) + "\n" for e in encoded)
-            count += len(batch)
-    return count
+
+    def encode(batch: list[str], _: int) -> Iterable[str]:
+        return (" ".join(map(str, e)) for e in processor.encode(batch, out_type=int if ids else str))
+
+    return _map_file(input, output, encode)
 
 
 def decode_file(
@@ -171,16 +181,14 @@ def decode_file(
 ) -> int:
     """Decode space-separated pieces (or ids) per line back to text; the number of lines."""
     processor = load(model)
-    count = 0
-    with atomic_open(output) as out:
-        for batch in batches(Path(input)):
-            if ids:
-                try:
-                    tokens: list[Any] = [[int(t) for t in line.split()] for line in batch]
-                except ValueError as err:
-                    raise UserError(f"{input}: near line {count + 1}: not ids ({err})") from None
-            else:
-                tokens = [line.split() for line in batch]
-            out.writelines(text + "\n" for text in processor.decode(tokens))
-            count += len(batch)
-    return count
+
+    def decode(batch: list[str], before: int) -> Iterable[str]:
+        if not ids:
+            return processor.decode([line.split() for line in batch])
+        try:
+            tokens = [[int(t) for t in line.split()] for line in batch]
+        except ValueError as err:
+            raise UserError(f"{input}: near line {before + 1}: not ids ({err})") from None
+        return processor.decode(tokens)
+
+    return _map_file(input, output, decode)
