@@ -17,7 +17,7 @@ source's length. Source lengths are the newstest2014 English word counts times
 there ($TRANSFORMER_CORE_SHARED_DATA, default ../shared/data), else random
 lengths of about the same range.
 
-    python bench/bench_decode.py                 # full measurement, ~10 min on 2 CPU threads
+    python bench/bench_decode.py                 # full measurement, about 1 minute on 2 CPU threads
     python bench/bench_decode.py --quick         # one run per side, a smoke check
 Writes bench/results/decode.json (or --out).
 """
