@@ -183,11 +183,11 @@ class DecoderLayer(nn.Module):
         # The newest position may attend to every cached one: no mask needed.
         attended = self.self_attn.attend(y, cache.self_k, cache.self_v, decoding=True)
         y = self.norm_1(y + self.dropout(attended))
-        rows, _, d_model = y.shape
-        grouped = y.view(rows // beam, beam, d_model)  # (N, beam, d_model)
+        n_rows, _, d_model = y.shape
+        grouped = y.view(n_rows // beam, beam, d_model)  # (N, beam, d_model)
         attended = self.cross_attn.attend(grouped, cache.cross_k, cache.cross_v, src_mask,
                                           decoding=True)
-        y = self.norm_2(y + self.dropout(attended.view(rows, 1, d_model)))
+        y = self.norm_2(y + self.dropout(attended.view(n_rows, 1, d_model)))
         return self.norm_3(y + self.dropout(self.feed_forward(y)))
 
 
@@ -322,7 +322,7 @@ class Transformer(nn.Module):
         return DecoderState(layers=layers, src_mask=src_mask, beam=beam)
 
     def decode_step(self, tokens: Tensor, state: DecoderState) -> Tensor:
-        """Logits (rows, vocab) for the position after ``tokens`` (rows,), the last decoder inputs."""
+        """Logits (rows, vocab) for the position after ``tokens`` (rows,), the last inputs."""
         y = self.embed(tokens[:, None], start=state.position)
         for layer, cache in zip(self.decoder_layers, state.layers, strict=True):
             y = layer.step(y, cache, state.src_mask, state.beam, state.pending_rows)
