@@ -15,6 +15,7 @@ from transformer_core.search import (
     greedy_search,
     length_penalty,
     max_output_lengths,
+    row_topk,
 )
 
 PAD, UNK, BOS, EOS, A, B = 0, 1, 2, 3, 4, 5
@@ -264,3 +265,15 @@ def test_learned_positions_cap_the_output_length():
 
 def test_empty_batch():
     assert beam_search(TableModel({}), torch.empty(0, 3, dtype=torch.long)) == []
+
+
+@pytest.mark.parametrize("width", [5, 1000, 1024, 8000, 8001])
+def test_row_topk_equals_topk(width):
+    gen = torch.Generator().manual_seed(width)
+    values = torch.randn(6, width, generator=gen).log_softmax(dim=1)
+    values[0, : width // 2] = -math.inf  # masked tokens, as pad and BOS are
+    values[1, -1] = 10.0  # the best entry in the tail
+    top, index = row_topk(values, 8)
+    expected = values.topk(min(8, width), dim=1)
+    assert torch.equal(top, expected.values)
+    assert torch.equal(values.gather(1, index), top)  # the indices point at those values

@@ -93,6 +93,32 @@ def _next_log_probs(model: nn.Module, tokens: Tensor, state, step: int, min_len:
     return log_probs
 
 
+def row_topk(values: Tensor, k: int, block: int = 128) -> tuple[Tensor, Tensor]:
+    """``values.topk(k, dim=1)`` of a (rows, width) tensor, exact, found through block maxima.
+
+    Cut each row into blocks of ``block`` entries: its k largest entries lie in the k
+    blocks with the largest maxima (any other block has k blocks above it whose maxima
+    are k larger entries), so only those blocks, and the short tail, are searched. On a
+    CPU this takes a third to a quarter of the time of one topk over a whole vocabulary;
+    which of several equal entries is returned may differ, as topk leaves it open too.
+    """
+    rows, width = values.shape
+    blocks = width // block
+    if values.device.type != "cpu" or blocks <= k:
+        return values.topk(min(k, width), dim=1)
+    split = values[:, : blocks * block].view(rows, blocks, block)
+    best = split.amax(dim=2).topk(k, dim=1).indices  # (rows, k) blocks
+    offsets = torch.arange(block, device=values.device)
+    candidates = split.gather(1, best[:, :, None].expand(rows, k, block)).view(rows, k * block)
+    where = (best[:, :, None] * block + offsets).view(rows, k * block)
+    if width > blocks * block:  # the tail is always searched
+        candidates = torch.cat([candidates, values[:, blocks * block:]], dim=1)
+        tail = torch.arange(blocks * block, width, device=values.device).expand(rows, -1)
+        where = torch.cat([where, tail], dim=1)
+    top, index = candidates.topk(k, dim=1)
+    return top, where.gather(1, index)
+
+
 @torch.inference_mode()
 def beam_search_nbest(model: nn.Module, src_tokens: Tensor, beam_size: int = 4, alpha: float = 0.6,
                       max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1,
@@ -136,7 +162,7 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, beam_size: int = 4, 
         # 2 x beam size in case half are EOS. A sentence's 2k best extensions are among
         # the 2k best of each of its rows, so the per-row top 2k are the only candidates.
         log_probs = _next_log_probs(model, tokens, state, step, min_len)  # (A*k, V)
-        row_log_probs, row_tokens = log_probs.topk(min(2 * k, log_probs.size(1)), dim=1)
+        row_log_probs, row_tokens = row_topk(log_probs, 2 * k)
         per_row = row_log_probs.size(1)  # 2k, or V if smaller
         candidates = (scores.view(-1, 1) + row_log_probs).view(n_active, k * per_row)
         cand_scores, cand_index = candidates.topk(min(2 * k, k * per_row), dim=1)  # (A, 2k) best first
