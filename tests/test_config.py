@@ -15,6 +15,7 @@ from transformer_core.params import parameter_table
 @pytest.mark.parametrize(("field", "value"), [
     ("d_model", 0), ("h", -1), ("d_k", 2.5), ("encoder_layers", True), ("dropout", 1.0),
     ("label_smoothing", -0.1), ("positional", "rotary"), ("pad_id", 37000), ("bos_id", "2"),
+    ("init", "kaiming"), ("init_std", 0.0),
 ])
 def test_invalid_values_name_the_field(field, value):
     with pytest.raises(ValueError, match=f"model.{field}"):

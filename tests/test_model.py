@@ -208,3 +208,21 @@ def test_beam_rows_share_their_sentence_encoder_cache():
 
 def test_parameter_count_matches_instantiated_model():
     assert parameter_count(TINY) == sum(p.numel() for p in Transformer(TINY).parameters())
+
+
+def test_initializations():
+    """xavier: Xavier-uniform projections, embedding N(0, d_model^-0.5); normal: every matrix N(0, init_std)."""
+    cfg = TINY.replace(d_model=64, d_ff=256, d_k=16, d_v=16, vocab_size=2000)
+    xavier, normal = make_model(cfg), make_model(cfg.replace(init="normal", init_std=0.05))
+    w_1 = xavier.encoder_layers[0].feed_forward.w_1.weight.detach()  # (256, 64): bound sqrt(6 / (64 + 256))
+    assert w_1.abs().max() <= (6 / 320) ** 0.5 and w_1.std().item() == pytest.approx((2 / 320) ** 0.5, rel=0.05)
+    assert xavier.embedding.weight.std().item() == pytest.approx(64 ** -0.5, rel=0.05)
+    for model in (xavier, normal):
+        for name, param in model.named_parameters():
+            if name.endswith("bias"):
+                assert not param.any(), name
+    for name, param in normal.named_parameters():
+        if param.dim() > 1:
+            assert param.std().item() == pytest.approx(0.05, rel=0.1), name
+            assert param.mean().abs().item() < 0.01, name
+    assert cfg.init == "xavier"  # the paper's code (tensor2tensor) is the default

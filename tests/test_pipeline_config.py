@@ -28,6 +28,8 @@ def test_paper_config_passes_and_lists_experiments():
     (lambda c: c["table3"].__setitem__("pair", "de_en"), "table3.pair"),
     (lambda c: c.__setitem__("mirror", "/nonexistent/mirror"), "mirror"),
     (lambda c: c["scale_rule"].__setitem__("width_divisor", 3), "scale_rule.width_divisor"),
+    (lambda c: c.__setitem__("model", {"init": "uniform"}), "model.init"),
+    (lambda c: c.__setitem__("model", {"inti": "normal"}), "inti"),
 ])
 def test_semantic_errors_name_the_key(edit, key):
     config = copy.deepcopy(PAPER)

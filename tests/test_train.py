@@ -184,3 +184,32 @@ def test_out_of_memory_says_to_lower_max_tokens(tmp_path, capsys, monkeypatch):
     code, err = run_cli(capsys, "train", "--train", corpus, "--out-dir", tmp_path / "run", *TINY,
                         "--max-tokens", "64")
     assert code == 2 and "out of memory at step 1" in err and "lower --max-tokens" in err
+
+
+def test_dev_loss_with_wrong_sources_detects_use_of_the_source(tmp_path):
+    """A model that learned to reverse its source scores targets against other sources far worse."""
+    corpus = write_corpus(tmp_path / "train", n=40, min_len=5, max_len=5)  # one length: full batches
+    cfg = TrainConfig(steps=150, max_tokens=200, tokens_per_step=200, warmup=30, log_interval=50,
+                      checkpoint_interval=150, keep_last=1, num_threads=1)
+    summary = train(corpus, tmp_path / "run", "base", cfg,
+                    {**TINY_OVERRIDES, "dropout": 0.0, "label_smoothing": 0.0}, dev_prefix=corpus)
+    dev = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()][-1]
+    assert dev["event"] == "dev" and dev["dev_loss"] == pytest.approx(summary["dev_loss"])
+    assert dev["dev_loss_wrong_src"] > dev["dev_loss"] + 1.0
+
+
+def test_checkpoint_written_before_init_existed_resumes(tmp_path, capsys):
+    """A checkpoint whose model config lacks a newer key (init) continues: the key takes its default."""
+    corpus = write_corpus(tmp_path / "train")
+    cfg = TrainConfig(steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1,
+                      num_threads=1)
+    run = tmp_path / "run"
+    train(corpus, run, "base", cfg, TINY_OVERRIDES)
+    for _, path in list_checkpoints(run / "checkpoints"):
+        payload = torch.load(path, weights_only=True)
+        del payload["model_config"]["init"], payload["model_config"]["init_std"]
+        torch.save(payload, path)
+    summary = train(corpus, run, "base", TrainConfig(**{**cfg.to_dict(), "steps": 3}), TINY_OVERRIDES,
+                    resume=True, restart_if_changed=True)
+    assert summary["steps"] == 3 and "resuming from" in capsys.readouterr().err
+    assert not (run / "superseded").exists()

@@ -17,6 +17,7 @@ from typing import Any
 from transformer_core.errors import ConfigError
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
+INITIALIZATIONS = ("xavier", "normal")
 
 # Special token ids; sentencepiece models are trained with the same ids.
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
@@ -42,6 +43,11 @@ class ModelConfig:
     label_smoothing: float = 0.1  # eps_ls; used by the training loss, stored with the model
     positional: str = "sinusoidal"  # "sinusoidal" or "learned" (Table 3 row E)
     max_positions: int = 1024  # longest sequence the (learned) position table holds
+    # Weight initialization (the paper names none). "xavier": tensor2tensor's and fairseq's,
+    # Xavier-uniform projections and the shared embedding from N(0, d_model^-0.5); "normal":
+    # every weight matrix, the embedding included, from N(0, init_std) (BERT, Marian).
+    init: str = "xavier"
+    init_std: float = 0.02
     pad_id: int = PAD_ID
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
@@ -60,6 +66,10 @@ class ModelConfig:
             raise ConfigError(
                 f"model.positional must be one of {', '.join(POSITIONAL_ENCODINGS)}, got {self.positional!r}"
             )
+        if self.init not in INITIALIZATIONS:
+            raise ConfigError(f"model.init must be one of {', '.join(INITIALIZATIONS)}, got {self.init!r}")
+        if isinstance(self.init_std, bool) or not isinstance(self.init_std, (int, float)) or not self.init_std > 0:
+            raise ConfigError(f"model.init_std must be a positive number, got {self.init_std!r}")
         ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
         for name, value in ids.items():
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.vocab_size:

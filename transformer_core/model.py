@@ -244,16 +244,23 @@ class Transformer(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Xavier-uniform projections and zero biases; embeddings N(0, d_model^-0.5).
+        """Initialize every weight as ``cfg.init`` says; biases zero, layer norms (1, 0).
 
-        With the sqrt(d_model) input scale the embedded tokens then have unit variance
-        (tensor2tensor's initialization of the shared embedding).
+        ``xavier`` (tensor2tensor, fairseq): Xavier-uniform projections and the shared
+        embedding from N(0, d_model^-0.5), so that with the sqrt(d_model) input scale the
+        embedded tokens have unit variance. ``normal`` (BERT, Marian): every weight matrix,
+        the embedding included, from N(0, init_std); embedded tokens then start small
+        beside the positions, and so do the first logits of the tied output projection.
         """
+        normal = self.cfg.init == "normal"
         for name, param in self.named_parameters():
             if name.startswith(("embedding", "position_embedding")):
-                nn.init.normal_(param, mean=0.0, std=self.cfg.d_model ** -0.5)
+                nn.init.normal_(param, mean=0.0, std=self.cfg.init_std if normal else self.cfg.d_model ** -0.5)
             elif param.dim() > 1:
-                nn.init.xavier_uniform_(param)
+                if normal:
+                    nn.init.normal_(param, mean=0.0, std=self.cfg.init_std)
+                else:
+                    nn.init.xavier_uniform_(param)
             elif name.endswith("bias"):
                 nn.init.zeros_(param)
 

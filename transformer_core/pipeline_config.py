@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from transformer_core.config import TABLE3_ROWS
+from transformer_core.config import TABLE3_ROWS, ModelConfig
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.parsing_corpora import wsj_section_files
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
@@ -86,6 +86,7 @@ def check(config: dict[str, Any], known_datasets: tuple[str, ...] | None = None)
     mirror = config.get("mirror", "")
     if mirror and "://" not in mirror and not Path(mirror).is_dir():
         raise ConfigError(f"mirror: directory {mirror!r} does not exist (give a directory or a URL prefix)")
+    ModelConfig.from_dict(config.get("model", {}))  # an unknown key or a bad value names model.KEY
     rule = config["scale_rule"]
     for name in experiments(config):
         scaled_model_overrides(name, rule["width_divisor"], rule.get("layer_divisor", 1))

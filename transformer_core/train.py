@@ -239,22 +239,33 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self, dataset: ParallelDataset) -> dict[str, float]:
-        """Dev loss (NLL per target token, no label smoothing) and perplexity, over all ranks."""
+        """Dev loss (NLL per target token, no label smoothing) and perplexity, over all ranks.
+
+        ``dev_loss_wrong_src`` is the same loss with each batch's sources rotated by one
+        sentence, so every target is scored against another sentence's source. While it
+        stays as low as ``dev_loss`` the model ignores its source (a collapse into a
+        language model that BLEU shows only after decoding); a learning model opens a gap.
+        (A batch of one sentence keeps its own source: batches hold sentences of like length,
+        so this happens only for the longest few.)
+        """
         sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, self.cfg.max_tokens, seed=0,
                                      rank=self.ctx.rank, world_size=self.ctx.world_size)
         loss_model = self.loss_model.module if self.ctx.distributed else self.loss_model
         self.model.eval()
-        nll_sum, tokens = 0.0, 0
+        nll_sum, wrong_sum, tokens = 0.0, 0.0, 0
         for indices in sampler.batches(0):
             batch = collate(dataset, indices, self.model_cfg.pad_id, self.model_cfg.bos_id, self.model_cfg.eos_id)
+            src, tgt_in, tgt_out = (t.to(self.ctx.device) for t in (batch.src, batch.tgt_in, batch.tgt_out))
             with self._autocast():
-                _, nll = loss_model(batch.src.to(self.ctx.device), batch.tgt_in.to(self.ctx.device),
-                                    batch.tgt_out.to(self.ctx.device), 0.0)
+                _, nll = loss_model(src, tgt_in, tgt_out, 0.0)
+                _, wrong = loss_model(src.roll(1, dims=0), tgt_in, tgt_out, 0.0)
             nll_sum += nll.item()
+            wrong_sum += wrong.item()
             tokens += batch.tgt_tokens
         self.model.train()
-        nll_sum, tokens = distributed.all_reduce_sum([nll_sum, tokens], self.ctx)
-        return {"dev_loss": nll_sum / tokens, "dev_ppl": perplexity(nll_sum, int(tokens))}
+        nll_sum, wrong_sum, tokens = distributed.all_reduce_sum([nll_sum, wrong_sum, tokens], self.ctx)
+        return {"dev_loss": nll_sum / tokens, "dev_ppl": perplexity(nll_sum, int(tokens)),
+                "dev_loss_wrong_src": wrong_sum / tokens}
 
     # -- checkpoint state --------------------------------------------------------------------
     def state(self, wall_seconds: float, metrics: dict[str, Any]) -> dict[str, Any]:
@@ -366,7 +377,8 @@ def _check_fits(model_cfg: ModelConfig, datasets: dict[str, ParallelDataset]) ->
 
 def _settings_mismatch(payload: dict, model_cfg: ModelConfig, cfg: TrainConfig) -> str | None:
     """Why a run's checkpoint cannot be continued with these settings; None when it can."""
-    stored_model = payload["model_config"]
+    # Through ModelConfig: a key added since the checkpoint was written takes its default.
+    stored_model = ModelConfig.from_dict(payload["model_config"]).to_dict()
     diff = sorted(k for k, v in model_cfg.to_dict().items() if stored_model.get(k) != v)
     if diff:
         return (f"its model config differs in {', '.join(diff)} "
@@ -515,7 +527,8 @@ def _run(paths: RunPaths, experiment: str, model_cfg: ModelConfig, cfg: TrainCon
                 dev = trainer.evaluate(dev_set)
                 last_metrics.update(dev)
                 metrics_log.write({"event": "dev", "step": step, **dev, "elapsed_s": wall()})
-                log(f"step {step} | dev loss {dev['dev_loss']:.4f} | dev ppl {dev['dev_ppl']:.2f}")
+                log(f"step {step} | dev loss {dev['dev_loss']:.4f} | dev ppl {dev['dev_ppl']:.2f} | "
+                    f"dev loss with wrong sources {dev['dev_loss_wrong_src']:.4f}")
             state = trainer.state(wall(), last_metrics)  # every rank: gathers RNG states
             if ctx.is_main:
                 path = checkpoint_path(paths.checkpoints, step)

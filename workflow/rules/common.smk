@@ -157,9 +157,12 @@ def steps_of(pair, exp):
 def train_args(wildcards):
     """The scaled experiment as `transformer-core train` options."""
     scale = config["scale_rule"]
-    overrides = scaled_model_overrides(
-        wildcards.exp, scale["width_divisor"], scale.get("layer_divisor", 1)
-    )
+    overrides = {
+        **scaled_model_overrides(
+            wildcards.exp, scale["width_divisor"], scale.get("layer_divisor", 1)
+        ),
+        **config.get("model", {}),
+    }
     settings = checkpointing(wildcards.exp)
     train = config["train"]
     sets = " ".join(f"--set {key}={value}" for key, value in overrides.items())
