@@ -6,6 +6,11 @@ loaded checkpoint dicts (fairseq's ``average_checkpoints`` shape): it refuses
 checkpoints whose model configs, parameter names or shapes differ, sums in
 float64 and casts back to each tensor's own dtype. The result is a normal
 checkpoint (``model_config`` + ``model``) that ``load_model`` reads.
+
+Only checkpoints of one training run are averaged: files whose recorded
+sentencepiece fingerprint (``spm_sha256``) or ``run_id`` differ are refused, and so
+is the same checkpoint given twice (one file, a link to it, or a copy: same run and
+step). The average records the fingerprint and run of its sources.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import torch
 from transformer_core.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from transformer_core.config import ModelConfig
 from transformer_core.errors import UserError
+from transformer_core.io import check_output
 
 
 def average_checkpoints(checkpoints: list[dict], names: list[str] | None = None) -> tuple[ModelConfig, dict]:
@@ -29,6 +35,20 @@ def average_checkpoints(checkpoints: list[dict], names: list[str] | None = None)
         raise UserError("no checkpoints to average")
     names = names or [f"checkpoint #{i + 1}" for i in range(len(checkpoints))]
     first, first_name = checkpoints[0], names[0]
+    for key, what in (("spm_sha256", "their data were encoded with different sentencepiece models"),
+                      ("run_id", "they come from different training runs")):
+        for ckpt, name in zip(checkpoints[1:], names[1:], strict=True):
+            if first.get(key) and ckpt.get(key) and ckpt[key] != first[key]:
+                raise UserError(f"cannot average {name} with {first_name}: {what} ({key} "
+                                f"{ckpt[key][:12]} and {first[key][:12]})")
+    seen: dict[tuple, str] = {}
+    for ckpt, name in zip(checkpoints, names, strict=True):
+        if ckpt.get("run_id") and ckpt.get("step") is not None:
+            key = (ckpt["run_id"], ckpt["step"])
+            if key in seen:
+                raise UserError(f"cannot average {name} with {seen[key]}: the same checkpoint (run "
+                                f"{ckpt['run_id'][:12]}, step {ckpt['step']}) given twice")
+            seen[key] = name
     for ckpt, name in zip(checkpoints[1:], names[1:], strict=True):
         if ckpt["model_config"] != first["model_config"]:
             diff = sorted(k for k in set(first["model_config"]) | set(ckpt["model_config"])
@@ -74,8 +94,14 @@ def last_checkpoints(run_dir: str | os.PathLike, n: int) -> list[Path]:
 
 def average_files(paths: list[str | os.PathLike], out: str | os.PathLike) -> ModelConfig:
     """Average checkpoint files into ``out`` (written atomically); returns the model config."""
+    check_output(out, "--out")
+    for i, path in enumerate(paths):
+        for earlier in paths[:i]:
+            if Path(path).exists() and Path(earlier).exists() and os.path.samefile(path, earlier):
+                raise UserError(f"cannot average {path} with {earlier}: the same file given twice")
     loaded = [load_checkpoint(p) for p in paths]
     config, state = average_checkpoints(loaded, [str(p) for p in paths])
+    provenance = {key: loaded[0][key] for key in ("spm_sha256", "spm_model", "run_id") if loaded[0].get(key)}
     save_checkpoint(out, config, state, averaged_from=[str(p) for p in paths],
-                    steps=[ckpt.get("step") for ckpt in loaded])
+                    steps=[ckpt.get("step") for ckpt in loaded], **provenance)
     return config

@@ -1,13 +1,19 @@
 """BLEU two ways: the paper's tokenized score and sacreBLEU 13a.
 
-The paper's BLEU numbers were made by tensor2tensor's ``get_ende_bleu.sh``:
-``replace-unicode-punctuation.perl``, Moses ``tokenizer.perl -l de``, hyphen
-compound splitting ("a-b" -> "a ##AT##-##AT## b") and Moses
-``multi-bleu.perl`` (case-sensitive corpus BLEU on whitespace tokens). Its
-reference was additionally "tweaked" by hand: all quotes, the German low
-quote „ included, were turned into ``"`` (tensor2tensor issue #317).
-``paper_bleu`` applies that same normalization to hypothesis and reference
-alike, so that a system is neither rewarded nor punished for its quote style.
+The paper's BLEU numbers were made by tensor2tensor's ``get_ende_bleu.sh``.
+``paper_bleu`` computes exactly what that script chain prints:
+
+- hypothesis: Moses ``replace-unicode-punctuation.perl``, ``tokenizer.perl -l de``
+  (default XML escaping), then hyphen compounds split as "a ##AT##-##AT## b";
+- reference: the same tokenization and ##AT## splitting, without the punctuation
+  step (the script takes an already tokenized reference);
+- Moses ``multi-bleu.perl``: case-sensitive corpus BLEU on whitespace tokens.
+
+The tokenizer is the one of 2017, before Moses' "split final dots
+unconditionally" change of 2018-11-07. tests/fixtures/bleu_moses/ records which
+Moses scripts were run and holds, for every shared system output, the md5 of each
+intermediate file and the line multi-bleu.perl printed; tests/test_bleu_moses.py
+checks that this module reproduces them byte for byte.
 
 That score is not comparable across papers; sacreBLEU's 13a tokenization of
 the detokenized text, with its signature, is (``sacrebleu_13a``). SPEC.md
@@ -34,9 +40,29 @@ _PERL_WHITESPACE = re.compile(r"[ \t\n\r\f\v]+")
 # get_ende_bleu.sh: perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g' on bytes,
 # hence ASCII \S; matches do not overlap, so "a-b-c" -> "a ##AT##-##AT## b-c".
 _COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)", re.ASCII)
-# The reference tweak of tensor2tensor issue #317: the low quote that
-# replace-unicode-punctuation.perl leaves alone also becomes a plain quote.
-_LOW_DOUBLE_QUOTE = "\u201e"
+
+# replace-unicode-punctuation.perl, rule for rule. It leaves the German low quote
+# „ alone, and it turns the full-width digit one into a double quote (a slip in
+# the script, kept because the paper's numbers went through it). sacremoses'
+# port differs on those two points: "１" -> "1", and it also eats tabs and other
+# white space after "。" and "．", where the script eats only spaces.
+_UNICODE_PUNCTUATION = str.maketrans(
+    {
+        "，": ",", "、": ",", "”": '"', "“": '"', "∶": ":", "：": ":", "？": "?",
+        "《": '"', "》": '"', "）": ")", "！": "!", "（": "(", "；": ";", "１": '"',
+        "」": '"', "「": '"', "０": "0", "２": "2", "３": "3", "４": "4", "５": "5",
+        "６": "6", "７": "7", "８": "8", "９": "9", "～": "~", "’": "'", "…": "...",
+        "━": "-", "〈": "<", "〉": ">", "【": "[", "】": "]", "％": "%",
+    }
+)  # fmt: skip
+_FULL_STOPS = re.compile("[。．] *")
+
+# tokenizer.perl prints a line that is empty or white space (Perl's \s: Python's
+# minus \x1c-\x1f) unchanged; sacremoses returns "".
+_PERL_BLANK = re.compile(r"[^\S\x1c-\x1f]*")
+# tokenizer.perl deletes \x1c-\x1f; sacremoses first turns them into spaces,
+# because Python's \s counts them as white space.
+_PYTHON_ONLY_SPACE = dict.fromkeys(range(0x1C, 0x20))
 
 
 @dataclass(frozen=True)
@@ -119,31 +145,64 @@ def split_compounds(line: str) -> str:
     return _COMPOUND_HYPHEN.sub(r"\1 ##AT##-##AT## \2", line)
 
 
-class PaperTokenizer:
-    """The text side of get_ende_bleu.sh: punctuation replacement, Moses tokenizer, ##AT##.
+def replace_unicode_punctuation(line: str) -> str:
+    """Moses' replace-unicode-punctuation.perl, the first step on the hypothesis."""
+    return _FULL_STOPS.sub(". ", line.translate(_UNICODE_PUNCTUATION))
 
-    Moses' tokenizer escapes ``& | < > ' " [ ]`` as tokenizer.perl does by
-    default (t2t passed no ``-no-escape``); escaping maps characters one to one,
-    so it changes no BLEU score.
+
+def _moses_tokenizer(lang: str):
+    """sacremoses' MosesTokenizer, splitting off the same characters as tokenizer.perl.
+
+    tokenizer.perl pads every character outside Perl's \\p{IsAlnum} (Alphabetic
+    or decimal digit) with spaces. sacremoses uses its own table of those
+    characters, which lacks CJK ideographs, Hangul and many other letters, so it
+    would turn "中国" into "中 国"; the regex module's properties have them. Over
+    every character of Unicode 14 this agrees with Perl 5.36 but for 38 combining
+    signs (U+0363-U+036F, U+1DD3-U+1DE6, ...) that later Unicode calls Alphabetic.
+    """
+    import regex
+    from sacremoses import MosesTokenizer
+
+    class Tokenizer(MosesTokenizer):
+        PAD_NOT_ISALNUM = regex.compile(r"([^\p{Alphabetic}\p{Nd}\s.'`,\-])"), r" \1 "
+
+    return Tokenizer(lang=lang)
+
+
+class PaperTokenizer:
+    """The tokenization of get_ende_bleu.sh: tokenizer.perl -l LANG, then ##AT## compounds.
+
+    ``moses`` is tokenizer.perl as of 2017, with its default escaping of
+    ``& | < > ' " [ ]`` (t2t passed no ``-no-escape``); it keeps the final dot
+    of a line on a non-breaking prefix ("5 Mio."), as tokenizer.perl did before
+    2018-11-07. Calling the object adds the ##AT## compound split.
     """
 
     def __init__(self, lang: str = "de"):
-        from sacremoses import MosesPunctNormalizer, MosesTokenizer
-
         self.lang = lang
-        self._punct = MosesPunctNormalizer(lang=lang)
-        self._tokenizer = MosesTokenizer(lang=lang)
+        self._tokenizer = _moses_tokenizer(lang)
+
+    def moses(self, line: str) -> str:
+        """One line through tokenizer.perl -l LANG."""
+        if _PERL_BLANK.fullmatch(line):
+            return line
+        line = line.translate(_PYTHON_ONLY_SPACE)
+        return self._tokenizer.tokenize(line, return_str=True, escape=True)
 
     def __call__(self, line: str) -> str:
-        line = self._punct.replace_unicode_punct(line).replace(_LOW_DOUBLE_QUOTE, '"')
-        line = self._tokenizer.tokenize(line, return_str=True, escape=True)
-        return split_compounds(line)
+        return split_compounds(self.moses(line))
 
 
 def paper_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str = "de") -> BleuStats:
-    """The paper-style score of detokenized hypotheses against detokenized references."""
+    """What get_ende_bleu.sh prints for detokenized hypotheses and references.
+
+    Only the hypothesis goes through replace-unicode-punctuation.perl, as in the
+    script, so typographic quotes of the reference are compared as they are.
+    """
     tokenize = PaperTokenizer(lang)
-    return multi_bleu([tokenize(h) for h in hyps], [tokenize(r) for r in refs])
+    return multi_bleu(
+        [tokenize(replace_unicode_punctuation(h)) for h in hyps], [tokenize(r) for r in refs]
+    )
 
 
 def sacrebleu_13a(hyps: Sequence[str], refs: Sequence[str]) -> tuple[BleuStats, str]:

@@ -8,6 +8,12 @@ and plain Python data (numpy's RNG state as a list of ints).
 
 A training run keeps numbered checkpoints ``checkpoints/step_NNNNNNN.pt`` and
 prunes all but the newest few.
+
+Provenance: a training checkpoint also records ``spm_sha256`` (the fingerprint of
+the sentencepiece model its data was encoded with, from the binarized header),
+``spm_model`` (that model's path then) and ``run_id`` (one per training run, kept
+across resumes). ``translate``, ``ppl`` and ``average`` refuse what does not belong
+together by these; checkpoints written before they existed are checked by shape only.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import os
 import random
 import re
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +31,7 @@ import torch
 
 from transformer_core.config import ModelConfig
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_open
+from transformer_core.io import atomic_open, sha256_of
 from transformer_core.model import Transformer
 
 FORMAT = "transformer-core-checkpoint/1"
@@ -52,12 +59,48 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     return payload
 
 
+def model_from_payload(payload: dict, path: str | os.PathLike,
+                       map_location: str | torch.device = "cpu") -> Transformer:
+    """Rebuild the model of a loaded checkpoint ``payload`` (read from ``path``), in eval mode."""
+    model = Transformer(ModelConfig.from_dict(payload["model_config"], where=f"{path}:model_config"))
+    try:
+        model.load_state_dict(payload["model"])
+    except RuntimeError as err:  # missing/unexpected keys or size mismatches
+        first = next((line.strip() for line in str(err).splitlines()[1:] if line.strip()), str(err))
+        raise UserError(f"{path}: its weights do not match its stored model_config ({first})") from None
+    return model.to(map_location).eval()
+
+
 def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Transformer:
     """Rebuild the model stored in a checkpoint, in eval mode."""
-    payload = load_checkpoint(path, map_location)
-    model = Transformer(ModelConfig.from_dict(payload["model_config"], where=f"{path}:model_config"))
-    model.load_state_dict(payload["model"])
-    return model.to(map_location).eval()
+    return model_from_payload(load_checkpoint(path, map_location), path, map_location)
+
+
+def check_spm(payload: dict, checkpoint: str | os.PathLike, spm_path: str | os.PathLike,
+              allow_mismatch: bool = False) -> None:
+    """UserError naming both files when ``checkpoint`` was trained on data encoded with
+    another sentencepiece model than ``spm_path`` (its recorded sha256 differs)."""
+    stored = payload.get("spm_sha256")
+    if not stored or allow_mismatch:
+        return
+    actual = sha256_of(spm_path)  # as binarize fingerprinted it
+    if actual != stored:
+        raise UserError(
+            f"{checkpoint} was trained on data encoded with another sentencepiece model "
+            f"({payload.get('spm_model', '?')}, sha256 {stored[:12]}) than {spm_path} (sha256 {actual[:12]}); "
+            "give the pair's own model (or --allow-vocab-mismatch)")
+
+
+def check_data_fingerprint(payload: dict, checkpoint: str | os.PathLike, header: dict,
+                           data: str | os.PathLike, allow_mismatch: bool = False) -> None:
+    """UserError naming both files when binarized ``data`` (its ``header``) was encoded with
+    another sentencepiece model than the checkpoint's training data."""
+    stored, theirs = payload.get("spm_sha256"), header.get("spm_sha256")
+    if stored and theirs and stored != theirs and not allow_mismatch:
+        raise UserError(
+            f"{data} was encoded with sentencepiece model {header.get('spm_model', '?')} (sha256 {theirs[:12]}), "
+            f"{checkpoint} was trained on data encoded with {payload.get('spm_model', '?')} "
+            f"(sha256 {stored[:12]}); they do not belong together (or pass --allow-vocab-mismatch)")
 
 
 # -- training runs: numbered checkpoints, retention, RNG state --------------------------------
@@ -84,6 +127,53 @@ def list_checkpoints(directory: str | os.PathLike) -> list[tuple[int, Path]]:
         if match and path.is_file():
             found.append((int(match.group(1)), path))
     return sorted(found)
+
+
+TEMPORARY_PATTERN = re.compile(r"^\.(step_\d+\.pt|last\.pt|summary\.json)\..*tmp$")
+
+
+def clean_temporaries(directory: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files of writes that a killed job left in ``directory``.
+
+    Only for a run that owns the folder (resuming it): no other writer can be active.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    stale = [p for p in directory.iterdir() if TEMPORARY_PATTERN.match(p.name) and p.is_file()]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
+def newest_loadable(directory: str | os.PathLike, set_aside: bool = True,
+                    log=lambda message: print(message, file=sys.stderr, flush=True)
+                    ) -> tuple[list[tuple[int, Path]], dict | None]:
+    """The numbered checkpoints of ``directory`` whose newest loads, and that newest's payload.
+
+    A newest checkpoint that cannot be read (truncated, corrupt) is renamed aside to
+    ``NAME.corrupt`` (when ``set_aside``; kept, never deleted) with a message saying why,
+    and the next older one is tried. Returns ([], None) when none loads.
+    """
+    found = list_checkpoints(directory)
+    while found:
+        step, path = found[-1]
+        try:
+            return found, load_checkpoint(path, map_location="cpu")
+        except UserError as err:
+            if not path.exists():  # another rank moved it aside meanwhile
+                found.pop()
+                continue
+            aside = path.with_name(path.name + ".corrupt")
+            if set_aside:
+                try:
+                    os.replace(path, aside)
+                except FileNotFoundError:
+                    pass
+            log(f"skipping checkpoint {path} ({err}); "
+                f"{'renamed it to ' + str(aside) if set_aside else 'left in place'}")
+            found.pop()
+    return [], None
 
 
 def prune_checkpoints(directory: str | os.PathLike, keep_last: int) -> list[Path]:

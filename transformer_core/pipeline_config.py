@@ -22,6 +22,7 @@ from transformer_core.errors import ConfigError, UserError
 from transformer_core.parsing_corpora import wsj_section_files
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
 
+MIRROR_SCHEMES = ("http", "https", "ftp", "file")
 PARSING_EXPERIMENT = "parsing"
 # Table 4's training settings (paper rows "WSJ only" and "semi-supervised") -> data folder.
 PARSING_PAIRS = {"wsj_only": "parse_treebank", "semi_supervised": "parse_semi"}
@@ -29,6 +30,48 @@ _WSJ_NEEDED = (
     "table4.treebank_dir: give the folder of the LDC WSJ treebank (treebank_3/parsed/mrg, LDC99T42; "
     "it cannot be downloaded)"
 )
+
+
+# Every key the workflow's rules read. Each shipped configuration sets all of them itself
+# (tests/test_hostile_inputs.py): a file given with --configfile replaces config/config.yaml
+# instead of extending it, and a key left out takes the schema's default, which Snakemake
+# then names (``defaulted_keys``).
+RULE_KEYS = (
+    "scale", "mirror", "scale_rule.width_divisor", "scale_rule.layer_divisor", "scale_rule.step_divisor",
+    "train.tokens_per_step", "train.max_tokens", "train.warmup", "train.lr_scale", "train.seed",
+    "train.log_interval", "models.base.checkpoint_interval", "models.base.average_last",
+    "models.big.checkpoint_interval", "models.big.average_last", "decode.beam", "decode.alpha",
+    "decode.max_len_a", "decode.max_len_b", "decode.max_tokens", "table2.models", "table2.pairs",
+    "table3.pair", "table3.rows",
+)
+TABLE4_KEYS = ("table4.treebank", "table4.vocab_size", "table4.semi_supervised_dir", "table4.decode.beam",
+               "table4.decode.alpha", "table4.decode.max_len_a", "table4.decode.max_len_b",
+               "table4.decode.max_tokens")
+TABLE4_KIND_KEYS = {
+    "wsj": ("table4.treebank_dir",),
+    "nltk": ("table4.treebank_zip", "table4.held_out_files"),
+    "smoke": ("table4.smoke.train", "table4.smoke.dev", "table4.smoke.test", "table4.smoke.seed"),
+}
+
+
+def lookup(config: Any, key: str) -> tuple[bool, Any]:
+    for part in key.split("."):
+        if not isinstance(config, dict) or part not in config:
+            return False, None
+        config = config[part]
+    return True, config
+
+
+def defaulted_keys(config: dict[str, Any]) -> list[str]:
+    """The keys the rules read that ``config`` (as written, before schema defaults) leaves out."""
+    keys = list(RULE_KEYS)
+    keys += [f"pairs.{name}.{field}" for name in config.get("pairs") or {} for field in ("dataset", "vocab_size")]
+    if config.get("table4"):
+        table4 = config["table4"]
+        keys += TABLE4_KEYS + TABLE4_KIND_KEYS.get(table4.get("treebank", "wsj"), ())
+        if table4.get("semi_supervised_dir"):
+            keys.append("table4.semi_supervised_vocab_size")
+    return [key for key in keys if not lookup(config, key)[0]]
 
 
 def experiments(config: dict[str, Any]) -> list[str]:
@@ -84,6 +127,9 @@ def check(config: dict[str, Any], known_datasets: tuple[str, ...] | None = None)
                     f"pairs.{name}.dataset: unknown dataset {pair['dataset']!r}; known: {', '.join(known_datasets)}"
                 )
     mirror = config.get("mirror", "")
+    if mirror and "://" in mirror and mirror.split("://", 1)[0] not in MIRROR_SCHEMES:
+        raise ConfigError(f"mirror: {mirror!r} is not a URL prefix of {', '.join(MIRROR_SCHEMES)} "
+                          "(or give a directory)")
     if mirror and "://" not in mirror and not Path(mirror).is_dir():
         raise ConfigError(f"mirror: directory {mirror!r} does not exist (give a directory or a URL prefix)")
     ModelConfig.from_dict(config.get("model", {}))  # an unknown key or a bad value names model.KEY

@@ -170,8 +170,14 @@ def table4(results: list[dict[str, str]], treebank: str) -> pd.DataFrame:
                             f"{EVALB_CUTOFF_LEN}")
         short = read_json(item["evalb"], (f"len<={EVALB_CUTOFF_LEN}",))[f"len<={EVALB_CUTOFF_LEN}"]
         summary = read_json(item["summary"], ("wall_seconds", "device", "devices", "steps"))
+        # No valid sentence: nothing was scored, the row says so. Valid sentences but no bracket
+        # EVALB counts: F1 stays an empty cell (EVALB's nan), never a number.
+        valid = scores["all"].get("valid_sentences", 1) > 0
+        f1 = scores["all"]["f1"]
+        f1 = f1 if isinstance(f1, (int, float)) and math.isfinite(f1) else None
         ours[setting] = {
-            "status": "run", "treebank": treebank, "f1": scores["all"]["f1"], "f1_len_le_40": short["f1"],
+            "status": "run" if valid else "no valid sentences", "treebank": treebank, "f1": f1 if valid else None,
+            "f1_len_le_40": short["f1"] if valid and f1 is not None else None,
             "recall": scores["all"]["recall"], "precision": scores["all"]["precision"],
             "test_sentences": scores["all"]["valid_sentences"], "steps": summary["steps"],
             "train_hours": summary["wall_seconds"] / 3600.0, "device": summary["device"],

@@ -25,9 +25,11 @@ import contextlib
 import inspect
 import json
 import math
+import os
 import random
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -41,9 +43,10 @@ from torch.nn.parallel import DistributedDataParallel
 from transformer_core import distributed
 from transformer_core.checkpoint import (
     checkpoint_path,
+    clean_temporaries,
     link_or_copy,
     list_checkpoints,
-    load_checkpoint,
+    newest_loadable,
     prune_checkpoints,
     rng_state,
     save_checkpoint,
@@ -375,8 +378,13 @@ def _check_fits(model_cfg: ModelConfig, datasets: dict[str, ParallelDataset]) ->
                             f"--set max_positions={longest} or filter long sentences")
 
 
-def _settings_mismatch(payload: dict, model_cfg: ModelConfig, cfg: TrainConfig) -> str | None:
+def _settings_mismatch(payload: dict, model_cfg: ModelConfig, cfg: TrainConfig,
+                       spm_sha256: str | None = None) -> str | None:
     """Why a run's checkpoint cannot be continued with these settings; None when it can."""
+    stored_spm = payload.get("spm_sha256")
+    if stored_spm and spm_sha256 and stored_spm != spm_sha256:
+        return (f"its data was encoded with another sentencepiece model ({payload.get('spm_model', '?')}, "
+                f"sha256 {stored_spm[:12]}; this data's: {spm_sha256[:12]})")
     # Through ModelConfig: a key added since the checkpoint was written takes its default.
     stored_model = ModelConfig.from_dict(payload["model_config"]).to_dict()
     diff = sorted(k for k, v in model_cfg.to_dict().items() if stored_model.get(k) != v)
@@ -390,6 +398,30 @@ def _settings_mismatch(payload: dict, model_cfg: ModelConfig, cfg: TrainConfig) 
     if int(payload["step"]) > cfg.steps:
         return f"it is at step {payload['step']}, beyond --steps {cfg.steps}"
     return None
+
+
+TRAINING_STATE = ("train_config", "optimizer", "step", "rng", "data", "token_counts")
+
+
+def _resumable(paths: RunPaths) -> tuple[list[tuple[int, Path]], dict | None]:
+    """The run's checkpoints and the payload of the newest one that loads (see ``newest_loadable``).
+
+    Rank 0 first removes temporary files of killed writes and moves unreadable newest
+    checkpoints aside. A newest checkpoint that loads but holds no training state (an
+    averaged one copied in) is the user's to move: an error naming it.
+    """
+    main = int(os.environ.get("RANK", "0")) == 0
+    if main:
+        for stale in clean_temporaries(paths.checkpoints) + clean_temporaries(paths.out_dir):
+            print(f"removed {stale}: the temporary file of an interrupted write", file=sys.stderr)
+    existing, payload = newest_loadable(paths.checkpoints, set_aside=main)
+    if payload is not None:
+        missing = [key for key in TRAINING_STATE if key not in payload]
+        if missing:
+            what = "an averaged checkpoint" if "averaged_from" in payload else "not a training checkpoint"
+            raise UserError(f"cannot resume from {existing[-1][1]}: it holds no training state "
+                            f"({what}, without {', '.join(missing)}); move it out of {paths.checkpoints}")
+    return existing, payload
 
 
 def supersede(paths: RunPaths) -> Path:
@@ -426,6 +458,9 @@ def train(train_prefix: str | Path, out_dir: str | Path, experiment: str, cfg: T
     if existing and not resume:
         raise UserError(f"{paths.out_dir} already holds checkpoints (newest {existing[-1][1].name}): pass "
                         "--resume to continue that run, or choose another --out-dir")
+    newest = None
+    if resume:
+        existing, newest = _resumable(paths)
     if cfg.num_threads is not None:
         torch.set_num_threads(cfg.num_threads)
     overrides = dict(model_overrides or {})
@@ -436,26 +471,36 @@ def train(train_prefix: str | Path, out_dir: str | Path, experiment: str, cfg: T
     if dev_set is not None and dev_set.vocab_size != train_set.vocab_size:
         raise UserError(f"dev set {dev_prefix} has vocabulary {dev_set.vocab_size}, "
                         f"the training set {train_prefix} has {train_set.vocab_size}")
+    spm_sha256 = train_set.header.get("spm_sha256")
+    dev_sha256 = dev_set.header.get("spm_sha256") if dev_set is not None else None
+    if spm_sha256 and dev_sha256 and dev_sha256 != spm_sha256:
+        raise UserError(f"dev set {dev_prefix} was encoded with sentencepiece model "
+                        f"{dev_set.header.get('spm_model')}, the training set {train_prefix} with "
+                        f"{train_set.header.get('spm_model')} (their sha256 differ)")
+    provenance = {"spm_sha256": spm_sha256, "spm_model": train_set.header.get("spm_model"),
+                  "run_id": (newest or {}).get("run_id") or uuid.uuid4().hex}
     model_cfg = model_config(experiment, vocab_size=train_set.vocab_size, **overrides)
     _check_fits(model_cfg, {"training": train_set, **({"dev": dev_set} if dev_set else {})})
-    if existing and paths.summary.exists():
+    if existing and newest is not None and paths.summary.exists():
         summary = json.loads(paths.summary.read_text(encoding="utf-8"))
-        newest = load_checkpoint(existing[-1][1], map_location="cpu")
-        if summary.get("steps", 0) >= cfg.steps and _settings_mismatch(newest, model_cfg, cfg) is None:
+        finished = summary.get("steps", 0) >= cfg.steps and int(newest["step"]) >= cfg.steps
+        if finished and _settings_mismatch(newest, model_cfg, cfg, spm_sha256) is None:
             print(f"{paths.summary}: the run already finished {summary['steps']} steps; nothing to do",
                   file=sys.stderr)
             return summary
 
     ctx = distributed.setup(cfg.device)
     try:
-        return _run(paths, experiment, model_cfg, cfg, ctx, train_set, dev_set, existing, restart_if_changed)
+        return _run(paths, experiment, model_cfg, cfg, ctx, train_set, dev_set, existing, newest,
+                    restart_if_changed, provenance)
     finally:
         distributed.teardown(ctx)
 
 
 def _run(paths: RunPaths, experiment: str, model_cfg: ModelConfig, cfg: TrainConfig, ctx: DistContext,
          train_set: ParallelDataset, dev_set: ParallelDataset | None,
-         existing: list[tuple[int, Path]], restart_if_changed: bool) -> dict[str, Any]:
+         existing: list[tuple[int, Path]], payload: dict | None, restart_if_changed: bool,
+         provenance: dict[str, Any]) -> dict[str, Any]:
     def log(message: str) -> None:
         if ctx.is_main:
             print(message, file=sys.stderr, flush=True)
@@ -463,8 +508,7 @@ def _run(paths: RunPaths, experiment: str, model_cfg: ModelConfig, cfg: TrainCon
     trainer = Trainer(model_cfg, cfg, ctx, train_set)
     metrics_log = MetricsLog(paths.metrics, ctx.is_main)
     last_metrics: dict[str, Any] = {}
-    payload = load_checkpoint(existing[-1][1], map_location="cpu") if existing else None
-    why = _settings_mismatch(payload, model_cfg, cfg) if payload is not None else None
+    why = _settings_mismatch(payload, model_cfg, cfg, provenance["spm_sha256"]) if payload is not None else None
     if why:
         if not restart_if_changed:
             raise UserError(f"cannot resume from {existing[-1][1]}: {why}; pass the same settings "
@@ -532,7 +576,8 @@ def _run(paths: RunPaths, experiment: str, model_cfg: ModelConfig, cfg: TrainCon
             state = trainer.state(wall(), last_metrics)  # every rank: gathers RNG states
             if ctx.is_main:
                 path = checkpoint_path(paths.checkpoints, step)
-                save_checkpoint(path, model_cfg, trainer.model.state_dict(), experiment=experiment, **state)
+                save_checkpoint(path, model_cfg, trainer.model.state_dict(), experiment=experiment,
+                                **provenance, **state)
                 prune_checkpoints(paths.checkpoints, cfg.keep_last)
                 log(f"step {step} | saved {path}")
 

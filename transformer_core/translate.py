@@ -128,11 +128,15 @@ def translate_ids(model: nn.Module, sources: Sequence[Sequence[int]], options: D
 
 
 def check_vocabulary(model: nn.Module, sp, spm_path: str | os.PathLike) -> None:
-    """The sentencepiece model must use the model's special ids and fit its vocabulary."""
+    """The sentencepiece model must use the model's special ids and have its vocabulary size."""
     cfg = model.cfg
     if sp.get_piece_size() > cfg.vocab_size:
         raise UserError(f"{spm_path} has {sp.get_piece_size()} pieces, more than the model's "
                         f"vocab_size={cfg.vocab_size}")
+    if sp.get_piece_size() < cfg.vocab_size:
+        raise UserError(f"{spm_path} has {sp.get_piece_size()} pieces, fewer than the model's "
+                        f"vocab_size={cfg.vocab_size}: it is not the sentencepiece model of the "
+                        "checkpoint's data (the model could emit ids it cannot decode)")
     expected = {"pad": cfg.pad_id, "bos": cfg.bos_id, "eos": cfg.eos_id}
     found = {"pad": sp.pad_id(), "bos": sp.bos_id(), "eos": sp.eos_id()}
     if found != expected:

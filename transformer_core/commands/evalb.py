@@ -9,7 +9,7 @@ import sys
 from transformer_core.bleu import read_lines
 from transformer_core.errors import UserError
 from transformer_core.evalb import EvalbParams, evalb
-from transformer_core.io import atomic_write_text
+from transformer_core.io import atomic_write_text, check_input_file, check_output
 
 HELP = "EVALB bracket scoring (COLLINS.prm semantics unless --prm is given); prints EVALB's report."
 
@@ -29,6 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    for name in ("out", "json"):
+        if getattr(args, name):
+            check_output(getattr(args, name), f"--{name}")
+    check_input_file(args.gold, "--gold")
+    check_input_file(args.test, "--test")
     params = EvalbParams.read(args.prm) if args.prm else EvalbParams()
     gold, test = read_lines(args.gold), read_lines(args.test)
     if len(gold) != len(test):
@@ -36,6 +41,11 @@ def run(args: argparse.Namespace) -> int:
             f"line counts differ: gold {args.gold}: {len(gold)}, test {args.test}: {len(test)}"
         )
     result = evalb(gold, test, params)
+    if result.all.valid == 0:  # EVALB would print FMeasure = nan: no number to report
+        raise UserError(
+            f"{args.test}: no valid sentences to score against {args.gold} ({result.all.sentences} "
+            f"sentence(s), {result.all.errors} with errors, {result.all.skipped} skipped): F1 cannot be computed"
+        )
     for message in result.error_messages():
         print(message, file=sys.stderr)
     report = result.report()

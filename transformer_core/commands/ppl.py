@@ -17,19 +17,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--max-tokens", type=int, default=4096,
                         help="tokens per batch and side, padding included (default: 4096)")
+    parser.add_argument("--allow-vocab-mismatch", action="store_true",
+                        help="score even though the data was encoded with another sentencepiece model "
+                             "(sha256) than the checkpoint's training data")
     add_device_arguments(parser, "fp32", "fp32, bf16 or auto autocast (default: fp32: the reported number, cheap)")
 
 
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from transformer_core.checkpoint import load_model
+    from transformer_core.checkpoint import (
+        check_data_fingerprint,
+        load_checkpoint,
+        model_from_payload,
+    )
+    from transformer_core.data.binarized import read_header
     from transformer_core.device import setup_device
-    from transformer_core.io import atomic_write_text
+    from transformer_core.io import atomic_write_text, check_output
     from transformer_core.perplexity import dataset_perplexity
 
+    check_output(args.out, "--out")
     device, autocast = setup_device(args.device, args.precision, args.num_threads)
-    model = load_model(args.checkpoint, map_location=device)
+    payload = load_checkpoint(args.checkpoint, map_location=device)
+    check_data_fingerprint(payload, args.checkpoint, read_header(args.data), args.data,
+                           args.allow_vocab_mismatch)
+    model = model_from_payload(payload, args.checkpoint, map_location=device)
     result = dataset_perplexity(model, args.data, args.max_tokens, autocast)
     report = {**result.to_dict(), "checkpoint": str(args.checkpoint), "data": str(args.data),
               "precision": str(autocast or torch.float32).removeprefix("torch.")}

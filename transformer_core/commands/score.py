@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 
 from transformer_core.bleu import score_files
-from transformer_core.io import atomic_write_text
+from transformer_core.errors import UserError
+from transformer_core.io import atomic_write_text, check_input_file, check_output
 
 HELP = "BLEU of a detokenized hypothesis file: paper-style (tokenized, ##AT##) and sacreBLEU 13a."
 
@@ -26,7 +28,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _has_text(path: str) -> bool:
+    """Whether the (possibly gzipped) file holds any character at all."""
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rb") as handle:
+            return bool(handle.read(1))
+    except (OSError, EOFError) as err:
+        raise UserError(f"cannot read {path}: {err}") from None
+
+
 def run(args: argparse.Namespace) -> int:
+    check_input_file(args.hyp, "--hyp")
+    check_input_file(args.ref, "--ref")
+    check_output(args.out, "--out")
+    if not _has_text(args.hyp) and not _has_text(args.ref):
+        raise UserError(f"{args.hyp} and {args.ref} are both empty: there is nothing to score")
     result = score_files(args.hyp, args.ref, args.lang)
     atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
     print(

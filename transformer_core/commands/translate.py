@@ -23,16 +23,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-len-b", type=int, default=50, help="(default b: 50)")
     parser.add_argument("--max-tokens", type=int, default=4096,
                         help="source tokens per batch, padding included (default: 4096)")
+    parser.add_argument("--allow-vocab-mismatch", action="store_true",
+                        help="decode even though the checkpoint records another sentencepiece model "
+                             "(its sha256) than --spm")
     add_device_arguments(parser, "auto", "auto, fp32 or bf16 autocast (default: auto = bf16 on capable GPUs)")
 
 
 def run(args: argparse.Namespace) -> int:
     import sentencepiece as spm
 
-    from transformer_core.checkpoint import load_model
+    from transformer_core.checkpoint import check_spm, load_checkpoint, model_from_payload
     from transformer_core.device import setup_device
     from transformer_core.errors import UserError
-    from transformer_core.io import atomic_write_text
+    from transformer_core.io import atomic_write_text, check_input_file, check_output
     from transformer_core.translate import (
         DecodeOptions,
         Progress,
@@ -43,12 +46,16 @@ def run(args: argparse.Namespace) -> int:
 
     if args.beam < 1:
         raise UserError(f"--beam must be at least 1, got {args.beam}")
+    check_output(args.output, "--output")  # before the decode, not after it
+    check_input_file(args.input, "--input")
     device, autocast = setup_device(args.device, args.precision, args.num_threads)
     try:
         sp = spm.SentencePieceProcessor(model_file=args.spm)
     except (OSError, RuntimeError) as err:
         raise UserError(f"cannot load sentencepiece model {args.spm}: {err}") from err
-    model = load_model(args.checkpoint, map_location=device)
+    payload = load_checkpoint(args.checkpoint, map_location=device)
+    check_spm(payload, args.checkpoint, args.spm, args.allow_vocab_mismatch)
+    model = model_from_payload(payload, args.checkpoint, map_location=device)
     check_vocabulary(model, sp, args.spm)
     lines = read_lines(args.input)
     options = DecodeOptions(args.beam, args.alpha, args.max_len_a, args.max_len_b)

@@ -11,7 +11,6 @@ chosen line numbers. Special ids are fixed project-wide: pad 0, unk 1, bos 2, eo
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -22,18 +21,10 @@ import sentencepiece as spm
 
 from transformer_core.data.fetch import open_text
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_open
+from transformer_core.io import atomic_open, sha256_of
 
 SPECIAL_IDS = {"pad_id": 0, "unk_id": 1, "bos_id": 2, "eos_id": 3}
 BATCH_LINES = 10_000
-
-
-def sha256_of(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _lines(paths: Sequence[Path]) -> Iterator[str]:

@@ -1,22 +1,35 @@
 # Configuration validation, wildcard constraints and input helpers. No logic worth
 # testing lives here: names and checks come from transformer_core.
+# Shell safety: every placeholder of every rule's shell command is quoted ({x:q}); a params
+# function that gives several arguments returns them as a list, which {x:q} quotes one by one.
 import os
+import sys
 
 from snakemake.utils import validate
 
 from transformer_core.config import EXPERIMENTS
+from transformer_core.data.registry import load_registry
 from transformer_core.errors import ConfigError
 from transformer_core.pipeline_config import (
     PARSING_EXPERIMENT,
     PARSING_PAIRS,
     check,
+    defaulted_keys,
+    lookup,
     parsing_runs,
     table4_unavailable,
 )
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
 
+DEFAULTED = defaulted_keys(config)  # before validate() fills them in
 validate(config, "../schemas/config.schema.yaml")
-check(config)
+if DEFAULTED:
+    print(
+        "config: not set in the configuration, the schema's defaults are used: "
+        + ", ".join(f"{key}={lookup(config, key)[1]}" for key in DEFAULTED),
+        file=sys.stderr,
+    )
+check(config, known_datasets=tuple(load_registry().datasets))
 
 TABLE3_PAIR = config["table3"]["pair"]
 TABLE4 = config.get("table4")
@@ -80,7 +93,7 @@ def dataset_of(wildcards):
 
 
 def mirror_arg(wildcards):
-    return f"--mirror {config['mirror']}" if config.get("mirror") else ""
+    return ["--mirror", config["mirror"]] if config.get("mirror") else []
 
 
 def prepare_filter_arg(wildcards):
@@ -165,16 +178,18 @@ def train_args(wildcards):
     }
     settings = checkpointing(wildcards.exp)
     train = config["train"]
-    sets = " ".join(f"--set {key}={value}" for key, value in overrides.items())
-    return (
-        f"--experiment {wildcards.exp} {sets}"
-        f" --steps {steps_of(wildcards.pair, wildcards.exp)}"
-        f" --tokens-per-step {train['tokens_per_step']} --max-tokens {train['max_tokens']}"
-        f" --warmup {train['warmup']} --lr-scale {train.get('lr_scale', 1.0)}"
-        f" --seed {train.get('seed', 1)} --log-interval {train.get('log_interval', 100)}"
-        f" --checkpoint-interval {settings['checkpoint_interval']}"
-        f" --keep-last {settings['average_last']}"
-    )
+    sets = [
+        arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")
+    ]
+    return [
+        "--experiment", wildcards.exp, *sets,
+        "--steps", steps_of(wildcards.pair, wildcards.exp),
+        "--tokens-per-step", train["tokens_per_step"], "--max-tokens", train["max_tokens"],
+        "--warmup", train["warmup"], "--lr-scale", train.get("lr_scale", 1.0),
+        "--seed", train.get("seed", 1), "--log-interval", train.get("log_interval", 100),
+        "--checkpoint-interval", settings["checkpoint_interval"],
+        "--keep-last", settings["average_last"],
+    ]  # fmt: skip
 
 
 def launcher(wildcards, resources):
@@ -185,8 +200,15 @@ def launcher(wildcards, resources):
     """
     gpus = int(resources.get("gpu", 0))
     if gpus > 1:
-        return f"torchrun --standalone --nproc_per_node {gpus} -m transformer_core"
-    return "python -m transformer_core"
+        return [
+            "torchrun",
+            "--standalone",
+            "--nproc_per_node",
+            gpus,
+            "-m",
+            "transformer_core",
+        ]
+    return ["python", "-m", "transformer_core"]
 
 
 def average_last(wildcards):
@@ -220,11 +242,18 @@ def table2_inputs(wildcards):
 
 
 def table2_args(wildcards, input):
-    return " ".join(
-        f"--result {model} {pair} {input[f'score_{model}_{pair}']} {input[f'summary_{model}_{pair}']}"
+    return [
+        arg
         for model in config["table2"]["models"]
         for pair in config["table2"]["pairs"]
-    )
+        for arg in (
+            "--result",
+            model,
+            pair,
+            input[f"score_{model}_{pair}"],
+            input[f"summary_{model}_{pair}"],
+        )
+    ]
 
 
 def table3_rows():
@@ -263,11 +292,18 @@ def treebank_action(wildcards):
     """`transformer-core treebank` action and options of the configured treebank."""
     kind = TABLE4["treebank"]
     if kind == "wsj":
-        return f"wsj --dir {TABLE4['treebank_dir']}"
+        return ["wsj", "--dir", TABLE4["treebank_dir"]]
     if kind == "nltk":
-        return f"nltk --zip {TABLE4['treebank_zip']} --test-files {TABLE4['held_out_files']}"
+        return [
+            "nltk",
+            "--zip",
+            TABLE4["treebank_zip"],
+            "--test-files",
+            TABLE4["held_out_files"],
+        ]
     sizes = TABLE4["smoke"]
-    return f"smoke --train {sizes['train']} --dev {sizes['dev']} --test {sizes['test']} --seed {sizes['seed']}"
+    return ["smoke", "--train", sizes["train"], "--dev", sizes["dev"], "--test", sizes["test"],
+            "--seed", sizes["seed"]]  # fmt: skip
 
 
 def treebank_source(wildcards):
@@ -316,11 +352,17 @@ def table4_inputs(wildcards):
 
 
 def table4_args(wildcards, input):
-    results = " ".join(
-        f"--result {setting} {input[f'evalb_{setting}']} {input[f'summary_{setting}']}"
+    results = [
+        arg
         for setting in PARSING_RUNS
-    )
-    return f"{results} --treebank {TABLE4['treebank']}"
+        for arg in (
+            "--result",
+            setting,
+            input[f"evalb_{setting}"],
+            input[f"summary_{setting}"],
+        )
+    ]
+    return [*results, "--treebank", TABLE4["treebank"]]
 
 
 def report_inputs(wildcards):
@@ -340,21 +382,17 @@ def report_inputs(wildcards):
 
 
 def report_args(wildcards, input):
-    args = [f"--table 'Table 2' {input.table2}", f"--table 'Table 3' {input.table3}"]
+    args = ["--table", "Table 2", input.table2, "--table", "Table 3", input.table3]
     if PARSING_RUNS:
-        args.append(f"--table 'Table 4' {input.table4}")
-    args += [
-        f"--run {pair}/{exp} {input[f'metrics_{pair}_{exp}']}"
-        for pair, exp in trained_runs()
-    ]
+        args += ["--table", "Table 4", input.table4]
+    for pair, exp in trained_runs():
+        args += ["--run", f"{pair}/{exp}", input[f"metrics_{pair}_{exp}"]]
     model = config["table2"]["models"][0]
     for pair in config["table2"]["pairs"]:
-        args.append(f"--score {pair} {input[f'score_{pair}']}")
-        args.append(
-            f"--sample '{pair} {model}, newstest2014' {input[f'src_{pair}']}"
-            f" {input[f'ref_{pair}']} {input[f'hyp_{pair}']}"
-        )
-    return " ".join(args)
+        args += ["--score", pair, input[f"score_{pair}"]]
+        args += ["--sample", f"{pair} {model}, newstest2014", input[f"src_{pair}"]]
+        args += [input[f"ref_{pair}"], input[f"hyp_{pair}"]]
+    return args
 
 
 def all_targets():

@@ -20,7 +20,7 @@ rule download:
         mirror=mirror_arg,
         out=manifest_dir,
     shell:
-        "transformer-core download --dataset {params.dataset} --out {params.out} {params.mirror} > {log} 2>&1"
+        "transformer-core download --dataset {params.dataset:q} --out {params.out:q} {params.mirror:q} > {log:q} 2>&1"
 
 
 rule prepare:
@@ -38,9 +38,9 @@ rule prepare:
     params:
         filter=prepare_filter_arg,
     shell:
-        "transformer-core prepare --src-in {input.src} --tgt-in {input.tgt}"
-        " --src-out {output.src} --tgt-out {output.tgt} --report {output.report}"
-        " --src-lang {wildcards.src} --tgt-lang {wildcards.tgt} {params.filter} > {log} 2>&1"
+        "transformer-core prepare --src-in {input.src:q} --tgt-in {input.tgt:q}"
+        " --src-out {output.src:q} --tgt-out {output.tgt:q} --report {output.report:q}"
+        " --src-lang {wildcards.src:q} --tgt-lang {wildcards.tgt:q} {params.filter:q} > {log:q} 2>&1"
 
 
 rule spm_train:
@@ -60,8 +60,8 @@ rule spm_train:
         sample_size=spm_sample_size,
         prefix=output_prefix(".model"),
     shell:
-        "transformer-core spm train --input {input} --vocab-size {params.vocab_size}"
-        " --sample-size {params.sample_size} --model-prefix {params.prefix} > {log} 2>&1"
+        "transformer-core spm train --input {input:q} --vocab-size {params.vocab_size:q}"
+        " --sample-size {params.sample_size:q} --model-prefix {params.prefix:q} > {log:q} 2>&1"
 
 
 rule binarize:
@@ -76,5 +76,5 @@ rule binarize:
     params:
         prefix=output_prefix(".json"),
     shell:
-        "transformer-core binarize --spm {input.spm} --src {input.src} --tgt {input.tgt}"
-        " --out-prefix {params.prefix} > {log} 2>&1"
+        "transformer-core binarize --spm {input.spm:q} --src {input.src:q} --tgt {input.tgt:q}"
+        " --out-prefix {params.prefix:q} > {log:q} 2>&1"

@@ -25,10 +25,10 @@ rule translate:
         max_len_b=decode_setting("max_len_b"),
         max_tokens=decode_setting("max_tokens"),
     shell:
-        "transformer-core translate --checkpoint {input.checkpoint} --spm {input.spm}"
-        " --input {input.source} --output {output} --beam {params.beam} --alpha {params.alpha}"
-        " --max-len-a {params.max_len_a} --max-len-b {params.max_len_b}"
-        " --max-tokens {params.max_tokens} --num-threads {threads} > {log} 2>&1"
+        "transformer-core translate --checkpoint {input.checkpoint:q} --spm {input.spm:q}"
+        " --input {input.source:q} --output {output:q} --beam {params.beam:q} --alpha {params.alpha:q}"
+        " --max-len-a {params.max_len_a:q} --max-len-b {params.max_len_b:q}"
+        " --max-tokens {params.max_tokens:q} --num-threads {threads:q} > {log:q} 2>&1"
 
 
 rule score:
@@ -44,5 +44,5 @@ rule score:
     params:
         lang=target_lang,
     shell:
-        "transformer-core score --hyp {input.hyp} --ref {input.ref} --lang {params.lang}"
-        " --out {output} > {log} 2>&1"
+        "transformer-core score --hyp {input.hyp:q} --ref {input.ref:q} --lang {params.lang:q}"
+        " --out {output:q} > {log:q} 2>&1"

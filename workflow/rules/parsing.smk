@@ -26,7 +26,7 @@ rule treebank:
         action=treebank_action,
         out=output_dir,
     shell:
-        "transformer-core treebank {params.action} --out {params.out} > {log} 2>&1"
+        "transformer-core treebank {params.action:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule treebank_merge:
@@ -47,8 +47,8 @@ rule treebank_merge:
         corpus=input_dir("corpus_words"),
         out=output_dir,
     shell:
-        "transformer-core treebank merge --treebank {params.treebank} --corpus {params.corpus}"
-        " --out {params.out} > {log} 2>&1"
+        "transformer-core treebank merge --treebank {params.treebank:q} --corpus {params.corpus:q}"
+        " --out {params.out:q} > {log:q} 2>&1"
 
 
 rule delinearize:
@@ -65,8 +65,8 @@ rule delinearize:
     conda:
         ENV
     shell:
-        "transformer-core treebank delinearize --words {input.words} --pred {input.pred}"
-        " --tags {input.tags} --out {output} > {log} 2>&1"
+        "transformer-core treebank delinearize --words {input.words:q} --pred {input.pred:q}"
+        " --tags {input.tags:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule evalb:
@@ -83,5 +83,5 @@ rule evalb:
     conda:
         ENV
     shell:
-        "transformer-core evalb --gold {input.gold} --test {input.test} --out {output.report}"
-        " --json {output.json} > {log} 2>&1"
+        "transformer-core evalb --gold {input.gold:q} --test {input.test:q} --out {output.report:q}"
+        " --json {output.json:q} > {log:q} 2>&1"

@@ -11,8 +11,8 @@ rule table3_row:
     conda:
         ENV
     shell:
-        "transformer-core table3_row --row {wildcards.exp} --score {input.score}"
-        " --summary {input.summary} --out {output} > {log} 2>&1"
+        "transformer-core table3_row --row {wildcards.exp:q} --score {input.score:q}"
+        " --summary {input.summary:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule table3:
@@ -30,7 +30,7 @@ rule table3:
     conda:
         ENV
     shell:
-        "transformer-core table3 --rows {input} --out {output.csv} --markdown {output.markdown} > {log} 2>&1"
+        "transformer-core table3 --rows {input:q} --out {output.csv:q} --markdown {output.markdown:q} > {log:q} 2>&1"
 
 
 rule table2:
@@ -50,7 +50,7 @@ rule table2:
     params:
         results=table2_args,
     shell:
-        "transformer-core table2 {params.results} --out {output.csv} --markdown {output.markdown} > {log} 2>&1"
+        "transformer-core table2 {params.results:q} --out {output.csv:q} --markdown {output.markdown:q} > {log:q} 2>&1"
 
 
 rule table4:
@@ -70,7 +70,7 @@ rule table4:
     params:
         results=table4_args,
     shell:
-        "transformer-core table4 {params.results} --out {output.csv} --markdown {output.markdown} > {log} 2>&1"
+        "transformer-core table4 {params.results:q} --out {output.csv:q} --markdown {output.markdown:q} > {log:q} 2>&1"
 
 
 rule report:
@@ -95,5 +95,5 @@ rule report:
         args=report_args,
         scale=config["scale"],
     shell:
-        "transformer-core report --scale {params.scale} {params.args}"
-        " --plot {output.plot} --out {output.markdown} > {log} 2>&1"
+        "transformer-core report --scale {params.scale:q} {params.args:q}"
+        " --plot {output.plot:q} --out {output.markdown:q} > {log:q} 2>&1"

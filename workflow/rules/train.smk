@@ -26,8 +26,8 @@ rule train:
         train=input_prefix("train"),
         dev=input_prefix("dev"),
     shell:
-        "{params.launcher} train --train {params.train} --dev {params.dev} --out-dir {params.run_dir}"
-        " {params.args} --num-threads {threads} --resume --restart-if-changed > {log} 2>&1"
+        "{params.launcher:q} train --train {params.train:q} --dev {params.dev:q} --out-dir {params.run_dir:q}"
+        " {params.args:q} --num-threads {threads:q} --resume --restart-if-changed > {log:q} 2>&1"
 
 
 rule average:
@@ -43,4 +43,4 @@ rule average:
         run_dir=run_dir_of,
         last=average_last,
     shell:
-        "transformer-core average --run-dir {params.run_dir} --last {params.last} --out {output} > {log} 2>&1"
+        "transformer-core average --run-dir {params.run_dir:q} --last {params.last:q} --out {output:q} > {log:q} 2>&1"
