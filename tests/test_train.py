@@ -213,3 +213,27 @@ def test_checkpoint_written_before_init_existed_resumes(tmp_path, capsys):
                     resume=True, restart_if_changed=True)
     assert summary["steps"] == 3 and "resuming from" in capsys.readouterr().err
     assert not (run / "superseded").exists()
+
+
+def test_trained_model_decodes_what_it_learned(tmp_path):
+    """Learning and decoding end to end: a model trained to reverse its source, decoded by beam
+    search, reverses held-out sources. A bug that stops learning, the source path or decoding fails it."""
+    from transformer_core.checkpoint import load_model
+    from transformer_core.data.dataset import ParallelDataset
+    from transformer_core.translate import DecodeOptions, translate_ids
+
+    corpus = write_corpus(tmp_path / "train", n=400, vocab=20, min_len=3, max_len=6)
+    held_out = write_corpus(tmp_path / "dev", n=30, vocab=20, seed=1, min_len=3, max_len=6)
+    cfg = TrainConfig(steps=600, max_tokens=400, tokens_per_step=400, warmup=60, lr_scale=0.2,
+                      log_interval=300, checkpoint_interval=600, keep_last=1, num_threads=1)
+    overrides = {**TINY_OVERRIDES, "d_model": 64, "d_ff": 128, "d_k": 32, "d_v": 32, "dropout": 0.0,
+                 "init": "normal"}
+    summary = train(corpus, tmp_path / "run", "base", cfg, overrides, dev_prefix=held_out)
+    # Seeds 1-4 measured: dev PPL 1.11-1.17, 29 or 30 of 30 reversed.
+    assert summary["dev_ppl"] < 1.3
+    model = load_model(tmp_path / "run" / "last.pt")
+    dev = ParallelDataset(held_out)
+    sources = [dev.src(i).tolist() for i in range(len(dev))]
+    outputs = translate_ids(model, sources, DecodeOptions(beam_size=4, max_len_b=10))
+    correct = sum(out == src[::-1] for src, out in zip(sources, outputs, strict=True))
+    assert correct >= 27, f"{correct} of 30 held-out sources reversed"
