@@ -7,7 +7,10 @@ embeddings, ReLU), the same sources (batch 32, 30 source tokens), and outputs
 forced to the same length: 30 generated tokens per sentence (EOS suppressed:
 ``min_len`` in ours, ``min_new_tokens`` in Marian). Speed is target tokens
 (sentences x 30) per second, best of 3 runs (1 with ``--quick``) after one
-warm-up, the two sides' runs interleaved.
+warm-up, the two sides' runs interleaved. Each shape runs in every precision of
+``--precisions`` (fp32, and bf16 where this CPU computes it natively): ours and
+Marian under the same ``torch.autocast``. ``--memory`` adds the peak RSS of our
+decoding in each shape and precision, each measured in a fresh process.
 
 GPU section (only when CUDA is available): the base model decoding a
 newstest2014-sized input (3003 sentences) through ``translate_ids`` (token
@@ -30,6 +33,7 @@ import math
 import os
 import platform
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from transformer_core.config import ModelConfig  # noqa: E402
+from transformer_core.device import cpu_has_native_bf16  # noqa: E402
 from transformer_core.model import Transformer  # noqa: E402
 from transformer_core.search import beam_search_nbest  # noqa: E402
 from transformer_core.translate import DecodeOptions, translate_ids  # noqa: E402
@@ -101,21 +106,26 @@ def trainable(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def bench_cpu_shape(shape: str, repeats: int) -> dict:
+def run_ours_fn(ours: Transformer, src: torch.Tensor, precision: str):
+    def run_ours():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            hyps = beam_search_nbest(ours, src, BEAM, 0.6, max_len_a=0.0, max_len_b=OUT_LEN,
+                                     min_len=OUT_LEN)
+        assert all(len(h[0].tokens) == OUT_LEN for h in hyps)
+
+    return run_ours
+
+
+def bench_cpu_shape(shape: str, repeats: int, precision: str) -> dict:
     tokens = BATCH * OUT_LEN
     src = sources(SHAPES[shape]["vocab_size"])
     ours = our_model(shape)
-
-    def run_ours():
-        hyps = beam_search_nbest(ours, src, BEAM, 0.6, max_len_a=0.0, max_len_b=OUT_LEN,
-                                 min_len=OUT_LEN)
-        assert all(len(h[0].tokens) == OUT_LEN for h in hyps)
-
+    run_ours = run_ours_fn(ours, src, precision)
     peer = marian_model(shape)
     mask = torch.ones_like(src)
 
     def run_peer():
-        with torch.inference_mode():
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
             out = peer.generate(input_ids=src, attention_mask=mask, num_beams=BEAM, do_sample=False,
                                 min_new_tokens=OUT_LEN, max_new_tokens=OUT_LEN, length_penalty=0.6,
                                 early_stopping=False)
@@ -124,7 +134,7 @@ def bench_cpu_shape(shape: str, repeats: int) -> dict:
     best = best_times({"ours": run_ours, "marian": run_peer}, repeats)
     ours_s, peer_s = best["ours"], best["marian"]
     return {
-        "shape": shape, **SHAPES[shape], "batch": BATCH, "source_tokens": SRC_LEN,
+        "shape": shape, "precision": precision, **SHAPES[shape], "batch": BATCH, "source_tokens": SRC_LEN,
         "output_tokens": OUT_LEN, "beam": BEAM,
         "ours_parameters": trainable(ours), "marian_parameters": trainable(peer),
         "ours_seconds": ours_s, "marian_seconds": peer_s,
@@ -167,21 +177,36 @@ def bench_file_decoding(max_tokens: int, n: int, device: str = "cuda", shape: st
     }
 
 
+def peak_rss_of_decoding(shape: str, precision: str, threads: int) -> float:
+    """Peak RSS (MiB) of a fresh process that builds our model for ``shape`` and decodes the batch once."""
+    code = (f"import resource, sys, torch; sys.path.insert(0, {str(ROOT / 'bench')!r}); import bench_decode as b; "
+            f"torch.set_num_threads({threads}); m = b.our_model({shape!r}); "
+            f"b.run_ours_fn(m, b.sources(b.SHAPES[{shape!r}]['vocab_size']), {precision!r})(); "
+            f"print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[-1]) / 1024  # ru_maxrss is KiB on Linux
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one timed run per side: a smoke check")
     parser.add_argument("--shapes", default="tiny,base", help="comma-separated, of: tiny, base")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
+    parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"],
+                        help="default: fp32, and bf16 where this CPU computes it natively")
+    parser.add_argument("--memory", action="store_true", help="also the peak RSS of our decoding (fresh processes)")
     parser.add_argument("--gpu-max-tokens", type=int, default=8192,
                         help="source tokens per batch in the GPU section (default: 8192)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "decode.json"))
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     repeats = 1 if args.quick else 3
+    precisions = args.precisions or (["fp32", "bf16"] if cpu_has_native_bf16() else ["fp32"])
     result = {
         "benchmark": "beam-4 decoding, target tokens per second",
         "torch": torch.__version__, "python": platform.python_version(),
         "machine": platform.machine(), "threads": args.threads, "quick": args.quick,
+        "cpu_native_bf16": cpu_has_native_bf16(),
         "load_average_before": os.getloadavg(), "cpu": [],
     }
     try:
@@ -191,10 +216,13 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_decode: pip install transformers (the peer) first", file=sys.stderr)
         return 2
     for shape in args.shapes.split(","):
-        row = bench_cpu_shape(shape, repeats)
-        result["cpu"].append(row)
-        print(f"cpu {shape}: ours {row['ours_target_tokens_per_s']:.0f} tok/s, marian "
-              f"{row['marian_target_tokens_per_s']:.0f} tok/s, x{row['speedup']:.2f}", flush=True)
+        for precision in precisions:
+            row = bench_cpu_shape(shape, repeats, precision)
+            if args.memory:
+                row["ours_peak_rss_mib"] = round(peak_rss_of_decoding(shape, precision, args.threads), 1)
+            result["cpu"].append(row)
+            print(f"cpu {shape} {precision}: ours {row['ours_target_tokens_per_s']:.0f} tok/s, marian "
+                  f"{row['marian_target_tokens_per_s']:.0f} tok/s, x{row['speedup']:.2f}", flush=True)
     if torch.cuda.is_available():
         result["gpu"] = bench_file_decoding(args.gpu_max_tokens, 300 if args.quick else 3003)
         print(f"gpu base bf16: {result['gpu']['target_tokens_per_s']:.0f} tok/s", flush=True)

@@ -2,8 +2,13 @@
 
 CPU (always, ``torch.set_num_threads(2)`` by default): target tokens per second
 of full optimizer steps (forward, label-smoothed loss, backward, Adam) for the
-tiny shape (2+2 layers, d_model 128, d_ff 512, 4 heads, vocabulary 8000) and the
-paper's base shape (vocabulary 37000), ~4000 target tokens per step. The peer
+tiny shape (2+2 layers, d_model 128, d_ff 512, 4 heads, vocabulary 8000), the
+Multi30k shape (config/multi30k.yaml: 3+3 layers, d_model 256, d_ff 1024, 8
+heads, vocabulary 8000) and the paper's base shape (vocabulary 37000), ~4000
+target tokens per step, in each precision of ``--precisions`` (fp32, and bf16
+autocast where this CPU computes bf16 natively): ours with ``--precision``,
+the peer under the same ``torch.autocast``. ``--memory`` adds the peak RSS of
+our training in each shape and precision, each measured in a fresh process. The peer
 is ``transformers.MarianMTModel`` configured to the same model: post-norm,
 sinusoidal positions, one embedding shared by encoder, decoder and output,
 ReLU, dropout 0.1, the same label-smoothed loss and the same Adam. Both train
@@ -28,6 +33,7 @@ import argparse
 import json
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +47,7 @@ from transformer_core.config import TrainConfig, model_config
 from transformer_core.data.batching import TokenBucketSampler, collate
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.data.dataset import ParallelDataset
+from transformer_core.device import cpu_has_native_bf16
 from transformer_core.distributed import DistContext
 from transformer_core.flops import TokenCounts, device_spec, training_flops
 from transformer_core.model import count_parameters
@@ -49,10 +56,15 @@ from transformer_core.train import Trainer, device_name
 SHAPES = {
     "tiny": {"encoder_layers": 2, "decoder_layers": 2, "d_model": 128, "d_ff": 512, "h": 4, "d_k": 32, "d_v": 32,
              "vocab_size": 8000},
+    "multi30k": {"encoder_layers": 3, "decoder_layers": 3, "d_model": 256, "d_ff": 1024, "d_k": 32, "d_v": 32,
+                 "vocab_size": 8000},
     "base": {"vocab_size": 37000},
     "big": {"d_model": 1024, "d_ff": 4096, "h": 16, "dropout": 0.3, "vocab_size": 37000},
 }
 TOKENS_PER_STEP = 4000
+PLAN = {"tiny": (5, 4, 3), "multi30k": (3, 3, 2), "base": (3, 2, 1)}  # rounds, steps per round, warm-up steps
+QUICK = (1, 1, 1)
+HERE = Path(__file__).resolve().parent
 
 
 def synthetic_corpus(prefix: Path, vocab_size: int, sentences: int, seed: int = 0) -> ParallelDataset:
@@ -128,15 +140,15 @@ def timed(runner, steps: int, device: torch.device) -> tuple[int, float]:
     return tokens, time.perf_counter() - start
 
 
-def cpu_comparison(shape: str, workdir: Path, rounds: int, steps: int, warmup: int) -> dict:
+def cpu_comparison(shape: str, precision: str, workdir: Path, rounds: int, steps: int, warmup: int) -> dict:
     cfg = model_config("base", **SHAPES[shape])
     device = torch.device("cpu")
     dataset = synthetic_corpus(workdir / shape, cfg.vocab_size, sentences=6000)
-    ours = Ours(cfg, dataset, device, "fp32", TOKENS_PER_STEP, TOKENS_PER_STEP)
+    ours = Ours(cfg, dataset, device, precision, TOKENS_PER_STEP, TOKENS_PER_STEP)
     # The peer gets exactly the batches our trainer will see, collated once up front.
     sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, TOKENS_PER_STEP, seed=ours.trainer.cfg.seed)
     batches = [collate(dataset, b) for b in sampler.batches(0)]
-    peer = Peer(cfg, batches, device, autocast=False)
+    peer = Peer(cfg, batches, device, autocast=precision == "bf16")
     for runner in (ours, peer):
         timed(runner, warmup, device)
     rates = {"ours": [], "peer": []}
@@ -146,7 +158,7 @@ def cpu_comparison(shape: str, workdir: Path, rounds: int, steps: int, warmup: i
             rates[name].append(tokens / seconds)
     ours_rate, peer_rate = statistics.median(rates["ours"]), statistics.median(rates["peer"])
     return {
-        "shape": SHAPES[shape], "params_ours": ours.params, "params_peer": peer.params,
+        "shape": SHAPES[shape], "precision": precision, "params_ours": ours.params, "params_peer": peer.params,
         "target_tokens_per_step": TOKENS_PER_STEP, "rounds": rounds, "steps_per_round": steps,
         "ours_tgt_tokens_per_s": round(ours_rate, 1), "peer_tgt_tokens_per_s": round(peer_rate, 1),
         "speedup": round(ours_rate / peer_rate, 3),
@@ -177,11 +189,27 @@ def gpu_throughput(shape: str, workdir: Path, steps: int, warmup: int, max_token
     }
 
 
+def peak_rss_of_training(shape: str, precision: str, steps: int, threads: int) -> float:
+    """Peak RSS (MiB) of a fresh process that builds our trainer for ``shape`` and runs ``steps`` steps."""
+    code = (f"import resource, sys, tempfile, torch; from pathlib import Path; sys.path.insert(0, {str(HERE)!r}); "
+            f"import bench_train as b; torch.set_num_threads({threads}); "
+            f"cfg = b.model_config('base', **b.SHAPES[{shape!r}]); tmp = tempfile.mkdtemp(); "
+            f"ds = b.synthetic_corpus(Path(tmp) / 'c', cfg.vocab_size, sentences=2000); "
+            f"ours = b.Ours(cfg, ds, torch.device('cpu'), {precision!r}, b.TOKENS_PER_STEP, b.TOKENS_PER_STEP); "
+            f"[ours.step() for _ in range({steps})]; "
+            f"print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[-1]) / 1024  # ru_maxrss is KiB on Linux
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few steps only: checks that the bench runs")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
-    parser.add_argument("--shapes", nargs="+", default=["tiny", "base"], choices=["tiny", "base"])
+    parser.add_argument("--shapes", nargs="+", default=["tiny", "multi30k", "base"], choices=list(PLAN))
+    parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"],
+                        help="default: fp32, and bf16 where this CPU computes it natively")
+    parser.add_argument("--memory", action="store_true", help="also the peak RSS of our training (fresh processes)")
     parser.add_argument("--gpu-max-tokens", type=int, default=12500,
                         help="tokens per micro-batch on the GPU (default: 12500, 2 micro-batches per step)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "train.json"))
@@ -189,18 +217,27 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     import transformers
 
-    plan = {"tiny": (1, 2, 1) if args.quick else (5, 4, 3), "base": (1, 1, 1) if args.quick else (3, 2, 1)}
+    precisions = args.precisions or (["fp32", "bf16"] if cpu_has_native_bf16() else ["fp32"])
     result = {
         "bench": "train", "quick": args.quick, "torch": torch.__version__, "transformers": transformers.__version__,
         "python": platform.python_version(), "machine": platform.machine(), "threads": args.threads,
+        "cpu_native_bf16": cpu_has_native_bf16(),
         "note": "CPU numbers on a shared machine are noisy; rounds alternate ours/peer to share the noise",
         "cpu": {}, "gpu": None,
     }
     with tempfile.TemporaryDirectory() as tmp:
         for shape in args.shapes:
-            rounds, steps, warmup = plan[shape]
-            result["cpu"][shape] = cpu_comparison(shape, Path(tmp), rounds, steps, warmup)
-            print(f"cpu {shape}: {json.dumps(result['cpu'][shape])}", file=sys.stderr, flush=True)
+            rounds, steps, warmup = QUICK if args.quick else PLAN[shape]
+            rows = result["cpu"][shape] = {}
+            for precision in precisions:
+                rows[precision] = cpu_comparison(shape, precision, Path(tmp), rounds, steps, warmup)
+                if args.memory:
+                    rows[precision]["ours_peak_rss_mib"] = round(
+                        peak_rss_of_training(shape, precision, 1 if args.quick else 2, args.threads), 1)
+                print(f"cpu {shape} {precision}: {json.dumps(rows[precision])}", file=sys.stderr, flush=True)
+            if {"fp32", "bf16"} <= rows.keys():
+                rows["ours_bf16_over_fp32"] = round(
+                    rows["bf16"]["ours_tgt_tokens_per_s"] / rows["fp32"]["ours_tgt_tokens_per_s"], 3)
         if torch.cuda.is_available():
             result["gpu"] = {}
             for shape in ("base", "big"):

@@ -5,7 +5,6 @@ import torch
 
 from transformer_core.checkpoint import load_checkpoint, load_model, save_checkpoint
 from transformer_core.config import ModelConfig
-from transformer_core.device import autocast_dtype, resolve_device
 from transformer_core.errors import UserError
 from transformer_core.model import Transformer
 
@@ -35,12 +34,3 @@ def test_missing_and_corrupt_checkpoints_are_user_errors(tmp_path):
     torch.save({"weights": torch.zeros(1)}, foreign)
     with pytest.raises(UserError, match="not a transformer-core checkpoint"):
         load_checkpoint(foreign)
-
-
-def test_cpu_defaults():
-    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
-    assert autocast_dtype(torch.device("cpu")) is None
-    with pytest.raises(UserError, match="--precision"):
-        autocast_dtype(torch.device("cpu"), "bf16")
-    with pytest.raises(UserError, match="--device"):
-        resolve_device("tpu")

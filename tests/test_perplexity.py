@@ -97,7 +97,7 @@ def test_ppl_cli_writes_json(tmp_path, binarized):
     expected, tokens = direct_perplexity(model, pairs)
     assert report["perplexity"] == pytest.approx(expected, rel=1e-5)
     assert report["tokens"] == tokens and report["sentences"] == len(pairs)
-    assert report["precision"] == "float32"
+    assert report["precision"] == "fp32"
     # A split from another vocabulary is refused with a clear message.
     small = tiny_model().cfg.replace(vocab_size=10)
     save_checkpoint(tmp_path / "small.pt", small, Transformer(small).state_dict())

@@ -10,6 +10,7 @@ from transformer_core.checkpoint import list_checkpoints, load_checkpoint, load_
 from transformer_core.cli import main
 from transformer_core.config import TrainConfig, parse_overrides
 from transformer_core.data.binarized import BinarizedWriter
+from transformer_core.device import cpu_has_native_bf16
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.perplexity import dataset_perplexity
 from transformer_core.train import Trainer, train
@@ -30,10 +31,12 @@ def write_corpus(prefix, n=20, vocab=24, seed=0, min_len=3, max_len=8):
     return prefix
 
 
-def test_tiny_model_fits_20_pairs(tmp_path):
+@pytest.mark.parametrize("precision", ["fp32", "auto"])
+def test_tiny_model_fits_20_pairs(tmp_path, precision):
+    """In exact fp32, and in ``auto`` (bf16 autocast on this CPU where it computes bf16 natively)."""
     corpus = write_corpus(tmp_path / "train")
     cfg = TrainConfig(steps=150, max_tokens=200, tokens_per_step=200, warmup=30, log_interval=10,
-                      checkpoint_interval=50, keep_last=2, num_threads=1)
+                      checkpoint_interval=50, keep_last=2, num_threads=1, precision=precision)
     summary = train(corpus, tmp_path / "run", "base", cfg,
                     {**TINY_OVERRIDES, "dropout": 0.0, "label_smoothing": 0.0}, dev_prefix=corpus)
     losses = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -48,6 +51,11 @@ def test_tiny_model_fits_20_pairs(tmp_path):
     assert [s for s, _ in list_checkpoints(run / "checkpoints")] == [100, 150]
     assert load_checkpoint(run / "last.pt")["step"] == 150
     assert load_model(run / "last.pt").cfg.vocab_size == 24
+    # The precision used is recorded; master weights stay fp32 under bf16 autocast.
+    used = "bf16" if precision == "auto" and cpu_has_native_bf16() else "fp32"
+    payload = load_checkpoint(run / "last.pt")
+    assert summary["precision"] == payload["precision"] == used
+    assert all(t.dtype == torch.float32 for t in payload["model"].values() if t.is_floating_point())
     dev = [r for r in losses if r["event"] == "dev"]
     assert [r["step"] for r in dev] == [50, 100, 150]
 

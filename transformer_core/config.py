@@ -16,6 +16,9 @@ from typing import Any
 
 from transformer_core.errors import ConfigError
 
+DEVICES = ("auto", "cpu", "cuda")  # device.resolve_device says what each means
+PRECISIONS = ("auto", "fp32", "bf16")  # device.autocast_dtype says what each means
+
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
 INITIALIZATIONS = ("xavier", "normal")
 
@@ -213,10 +216,10 @@ class TrainConfig:
                 raise ConfigError(f"train.{name} must be in [0, 1), got {getattr(self, name)!r}")
         if not self.adam_eps > 0:
             raise ConfigError(f"train.adam_eps must be positive, got {self.adam_eps!r}")
-        if self.precision not in ("auto", "fp32", "bf16"):
-            raise ConfigError(f"train.precision must be auto, fp32 or bf16, got {self.precision!r}")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise ConfigError(f"train.device must be auto, cpu or cuda, got {self.device!r}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.device not in DEVICES:
+            raise ConfigError(f"train.device must be one of {', '.join(DEVICES)}, got {self.device!r}")
 
     def accumulation(self, world_size: int) -> int:
         """Micro-batches per device per optimizer step."""

@@ -1,17 +1,21 @@
 """Choosing the device and the autocast precision.
 
-The paper's recipe is fp32 math; on GPUs that support bfloat16 we train and
-decode under bf16 autocast (fp32 master weights) by default, on CPUs in fp32.
+The paper's recipe is fp32 math. Numeric precision is a hardware choice, not a
+recipe change: wherever the device computes bfloat16 natively (CUDA GPUs with
+bf16 support; CPUs with AVX512-BF16 or AMX), ``auto`` trains and decodes under
+bf16 autocast, keeping fp32 master weights, fp32 loss and fp32 search scores.
+Elsewhere ``auto`` is fp32, and ``fp32`` always restores exact fp32 math.
 """
 
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
+
 import torch
 
+from transformer_core.config import DEVICES, PRECISIONS
 from transformer_core.errors import UserError
-
-DEVICES = ("auto", "cpu", "cuda")
-PRECISIONS = ("auto", "fp32", "bf16")
 
 
 def resolve_device(name: str = "auto", local_rank: int = 0) -> torch.device:
@@ -27,18 +31,54 @@ def resolve_device(name: str = "auto", local_rank: int = 0) -> torch.device:
     return torch.device("cpu")
 
 
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+@cache
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bf16 matrix products natively (AVX512-BF16 or AMX).
+
+    oneDNN's own check answers where torch exposes it; /proc/cpuinfo otherwise.
+    Without native support bf16 is emulated and slower than fp32.
+    """
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        pass
+    try:
+        flags = Path("/proc/cpuinfo").read_text(errors="replace").split()
+    except OSError:
+        return False
+    return any(flag in flags for flag in CPU_BF16_FLAGS)
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` computes bf16 natively (the test ``auto`` applies)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return device.type == "cpu" and cpu_has_native_bf16()
+
+
 def autocast_dtype(device: torch.device, precision: str = "auto") -> torch.dtype | None:
-    """The autocast dtype, or None for plain fp32. ``auto``: bf16 on capable GPUs, fp32 elsewhere."""
+    """The autocast dtype, or None for plain fp32. ``auto``: bf16 where native, fp32 elsewhere."""
     if precision not in PRECISIONS:
         raise UserError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if precision == "fp32":
         return None
-    capable = device.type == "cuda" and torch.cuda.is_bf16_supported()
+    capable = native_bf16(device)
     if precision == "bf16":
         if not capable:
-            raise UserError(f"--precision bf16 needs a GPU with bfloat16 support; this device is {device}")
+            raise UserError(
+                f"--precision bf16 needs native bfloat16 support (a CUDA GPU with bf16, or a CPU with "
+                f"{' or '.join(CPU_BF16_FLAGS)}); this device is {device}: use --precision fp32 or auto"
+            )
         return torch.bfloat16
     return torch.bfloat16 if capable else None
+
+
+def precision_name(dtype: torch.dtype | None) -> str:
+    """``bf16`` or ``fp32``: what a run records as the precision it used."""
+    return "bf16" if dtype == torch.bfloat16 else "fp32"
 
 
 def setup_device(device: str, precision: str, num_threads: int | None) -> tuple[torch.device, torch.dtype | None]:

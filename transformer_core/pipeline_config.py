@@ -39,14 +39,14 @@ _WSJ_NEEDED = (
 RULE_KEYS = (
     "scale", "mirror", "scale_rule.width_divisor", "scale_rule.layer_divisor", "scale_rule.step_divisor",
     "train.tokens_per_step", "train.max_tokens", "train.warmup", "train.lr_scale", "train.seed",
-    "train.log_interval", "models.base.checkpoint_interval", "models.base.average_last",
+    "train.log_interval", "train.precision", "models.base.checkpoint_interval", "models.base.average_last",
     "models.big.checkpoint_interval", "models.big.average_last", "decode.beam", "decode.alpha",
-    "decode.max_len_a", "decode.max_len_b", "decode.max_tokens", "table2.models", "table2.pairs",
+    "decode.max_len_a", "decode.max_len_b", "decode.max_tokens", "decode.precision", "table2.models", "table2.pairs",
     "table3.pair", "table3.rows",
 )
 TABLE4_KEYS = ("table4.treebank", "table4.vocab_size", "table4.semi_supervised_dir", "table4.decode.beam",
                "table4.decode.alpha", "table4.decode.max_len_a", "table4.decode.max_len_b",
-               "table4.decode.max_tokens")
+               "table4.decode.max_tokens", "table4.decode.precision")
 TABLE4_KIND_KEYS = {
     "wsj": ("table4.treebank_dir",),
     "nltk": ("table4.treebank_zip", "table4.held_out_files"),

@@ -24,18 +24,18 @@ PAIR_COLUMNS = {"en_de": ("en_de_bleu", "en_de_flops"), "en_fr": ("en_fr_bleu", 
 
 TABLE2_COLUMNS = [
     "source", "model", "pair", "bleu_paper_style", "sacrebleu", "sacrebleu_signature", "paper_bleu",
-    "cost_flops_paper_method", "flops_analytic", "paper_flops", "device", "devices", "train_hours",
-    "steps",
+    "cost_flops_paper_method", "flops_analytic", "paper_flops", "device", "devices", "train_precision",
+    "train_hours", "steps",
 ]
 TABLE3_COLUMNS = [
     "row", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "steps",
-    "ppl_dev", "bleu_dev", "sacrebleu_dev", "params_m", "params_m_at_37k",
+    "train_precision", "ppl_dev", "bleu_dev", "sacrebleu_dev", "params_m", "params_m_at_37k",
     "paper_ppl", "paper_bleu", "paper_params",
 ]
 
 TABLE4_COLUMNS = [
     "source", "parser", "training", "status", "treebank", "f1", "f1_len_le_40", "recall", "precision",
-    "test_sentences", "paper_f1", "steps", "train_hours", "device", "devices",
+    "test_sentences", "paper_f1", "steps", "train_hours", "device", "devices", "train_precision",
 ]
 # Our settings of Table 4 and the paper's training column each reproduces.
 TABLE4_SETTINGS = {"wsj_only": "WSJ only, discriminative", "semi_supervised": "semi-supervised"}
@@ -55,6 +55,12 @@ def read_json(path: str | os.PathLike, required: tuple[str, ...] = ()) -> dict[s
     if missing:
         raise UserError(f"{path} lacks key(s) {', '.join(missing)}")
     return data
+
+
+def train_precision(summary: dict) -> str:
+    """The precision a run trained in: ``bf16`` or ``fp32`` (older summaries spell torch's dtype)."""
+    value = summary.get("precision", "float32")
+    return {"float32": "fp32", "bfloat16": "bf16"}.get(value, value)
 
 
 def table2(results: list[dict[str, str]]) -> pd.DataFrame:
@@ -87,6 +93,7 @@ def table2(results: list[dict[str, str]]) -> pd.DataFrame:
             "paper_flops": getattr(paper, flops_col),
             "device": summary["device"],
             "devices": summary["devices"],
+            "train_precision": train_precision(summary),
             "train_hours": summary["wall_seconds"] / 3600.0,
             "steps": summary["steps"],
         })
@@ -127,7 +134,7 @@ def table3_row(row: str, score_path: str, summary_path: str) -> pd.DataFrame:
     return pd.DataFrame([{
         "row": row, "N": cfg.encoder_layers, "d_model": cfg.d_model, "d_ff": cfg.d_ff, "h": cfg.h,
         "d_k": cfg.d_k, "d_v": cfg.d_v, "P_drop": cfg.dropout, "eps_ls": cfg.label_smoothing,
-        "positional": cfg.positional, "steps": summary["steps"],
+        "positional": cfg.positional, "steps": summary["steps"], "train_precision": train_precision(summary),
         "ppl_dev": summary["dev_ppl"], "bleu_dev": score["bleu_paper_style"], "sacrebleu_dev": score["sacrebleu"],
         "params_m": summary["params"] / 1e6,
         "params_m_at_37k": params_at_vocab(summary["params"], cfg, 37000) / 1e6,
@@ -181,7 +188,7 @@ def table4(results: list[dict[str, str]], treebank: str) -> pd.DataFrame:
             "recall": scores["all"]["recall"], "precision": scores["all"]["precision"],
             "test_sentences": scores["all"]["valid_sentences"], "steps": summary["steps"],
             "train_hours": summary["wall_seconds"] / 3600.0, "device": summary["device"],
-            "devices": summary["devices"],
+            "devices": summary["devices"], "train_precision": train_precision(summary),
         }
     setting_of = {training: setting for setting, training in TABLE4_SETTINGS.items()}
     rows = []

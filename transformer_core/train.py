@@ -55,7 +55,7 @@ from transformer_core.checkpoint import (
 from transformer_core.config import ModelConfig, TrainConfig, model_config
 from transformer_core.data.batching import Batch, TokenBucketSampler, collate
 from transformer_core.data.dataset import ParallelDataset
-from transformer_core.device import autocast_dtype
+from transformer_core.device import autocast_dtype, precision_name
 from transformer_core.distributed import DistContext
 from transformer_core.errors import UserError
 from transformer_core.flops import TokenCounts, paper_method_cost, training_flops
@@ -259,9 +259,10 @@ class Trainer:
         for indices in sampler.batches(0):
             batch = collate(dataset, indices, self.model_cfg.pad_id, self.model_cfg.bos_id, self.model_cfg.eos_id)
             src, tgt_in, tgt_out = (t.to(self.ctx.device) for t in (batch.src, batch.tgt_in, batch.tgt_out))
-            with self._autocast():
-                _, nll = loss_model(src, tgt_in, tgt_out, 0.0)
-                _, wrong = loss_model(src.roll(1, dims=0), tgt_in, tgt_out, 0.0)
+            # fp32 whatever the training precision: dev PPL is a reported number (Table 3), and
+            # `transformer-core ppl` (fp32 by default) must give the same one.
+            _, nll = loss_model(src, tgt_in, tgt_out, 0.0)
+            _, wrong = loss_model(src.roll(1, dims=0), tgt_in, tgt_out, 0.0)
             nll_sum += nll.item()
             wrong_sum += wrong.item()
             tokens += batch.tgt_tokens
@@ -526,7 +527,7 @@ def _run(paths: RunPaths, experiment: str, model_cfg: ModelConfig, cfg: TrainCon
     metrics_log.truncate_after(trainer.step)
     params = count_parameters(trainer.model)
     log(f"training {experiment}: {params:,} parameters, vocabulary {model_cfg.vocab_size}, "
-        f"{ctx.world_size} x {device_name(ctx.device)}, precision {trainer.autocast or torch.float32}, "
+        f"{ctx.world_size} x {device_name(ctx.device)}, precision {precision_name(trainer.autocast)}, "
         f"{cfg.max_tokens} tokens per micro-batch x {trainer.accumulation} accumulation x {ctx.world_size} "
         f"device(s) for {cfg.tokens_per_step} target tokens per step; {cfg.steps} steps")
 
@@ -577,7 +578,7 @@ def _run(paths: RunPaths, experiment: str, model_cfg: ModelConfig, cfg: TrainCon
             if ctx.is_main:
                 path = checkpoint_path(paths.checkpoints, step)
                 save_checkpoint(path, model_cfg, trainer.model.state_dict(), experiment=experiment,
-                                **provenance, **state)
+                                precision=precision_name(trainer.autocast), **provenance, **state)
                 prune_checkpoints(paths.checkpoints, cfg.keep_last)
                 log(f"step {step} | saved {path}")
 
@@ -606,7 +607,7 @@ def _summary(experiment: str, model_cfg: ModelConfig, cfg: TrainConfig, ctx: Dis
         "device": name,
         "devices": ctx.world_size,
         "accumulation": trainer.accumulation,
-        "precision": str(trainer.autocast or torch.float32).removeprefix("torch."),
+        "precision": precision_name(trainer.autocast),
         "final_train_loss": metrics.get("train_loss"),
         "final_train_ppl": metrics.get("train_ppl"),
         "dev_loss": metrics.get("dev_loss"),

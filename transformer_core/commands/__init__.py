@@ -10,10 +10,24 @@ from __future__ import annotations
 
 import argparse
 
+from transformer_core.config import DEVICES, PRECISIONS
 
-def add_device_arguments(parser: argparse.ArgumentParser, precision_default: str, precision_help: str) -> None:
-    """--device, --precision and --num-threads of the commands that run a model on one device."""
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
-    parser.add_argument("--precision", default=precision_default, help=precision_help)
+PRECISION_HELP = ("auto: bf16 autocast where the device computes bf16 natively (CUDA GPUs with bf16, "
+                  "CPUs with AVX512-BF16 or AMX), fp32 elsewhere; fp32: exact fp32; bf16: bf16 autocast, "
+                  "an error where it is not native")
+
+
+def add_device_arguments(parser: argparse.ArgumentParser, precision_default: str | None = "auto",
+                         precision_note: str = "") -> None:
+    """--device, --precision and --num-threads of every command that runs a model.
+
+    ``precision_default`` None leaves --device and --precision to the command's
+    config (``train``: TrainConfig), which defaults to auto.
+    """
+    parser.add_argument("--device", choices=DEVICES, default="auto" if precision_default else None,
+                        help="auto (CUDA if present), cpu or cuda (default: auto)")
+    shown = precision_default or "auto"
+    parser.add_argument("--precision", choices=PRECISIONS, default=precision_default,
+                        help=f"{PRECISION_HELP} (default: {shown}{precision_note})")
     parser.add_argument("--num-threads", type=int, default=None,
                         help="CPU threads for torch (default: torch's choice)")

@@ -20,19 +20,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-vocab-mismatch", action="store_true",
                         help="score even though the data was encoded with another sentencepiece model "
                              "(sha256) than the checkpoint's training data")
-    add_device_arguments(parser, "fp32", "fp32, bf16 or auto autocast (default: fp32: the reported number, cheap)")
+    add_device_arguments(parser, "fp32", ": the reported number, and cheap")
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from transformer_core.checkpoint import (
         check_data_fingerprint,
         load_checkpoint,
         model_from_payload,
     )
     from transformer_core.data.binarized import read_header
-    from transformer_core.device import setup_device
+    from transformer_core.device import precision_name, setup_device
     from transformer_core.io import atomic_write_text, check_output
     from transformer_core.perplexity import dataset_perplexity
 
@@ -44,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     model = model_from_payload(payload, args.checkpoint, map_location=device)
     result = dataset_perplexity(model, args.data, args.max_tokens, autocast)
     report = {**result.to_dict(), "checkpoint": str(args.checkpoint), "data": str(args.data),
-              "precision": str(autocast or torch.float32).removeprefix("torch.")}
+              "precision": precision_name(autocast)}
     atomic_write_text(args.out, json.dumps(report, indent=2) + "\n")
     print(f"ppl: {result.perplexity:.4f} over {result.tokens} target tokens "
           f"({result.sentences} sentences)", file=sys.stderr)

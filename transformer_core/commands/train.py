@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 
+from transformer_core.commands import add_device_arguments
+
 HELP = "Train a Transformer (Adam, warmup + inverse-sqrt schedule, label smoothing, DDP under torchrun)."
 
 
@@ -47,10 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --resume: move a run made with other settings (model, data, trajectory) "
                              "to RUN_DIR/superseded/N/ and start over instead of stopping (the workflow's mode)")
     parser.add_argument("--log-interval", type=int, metavar="L", help="log every L steps (default: 100)")
-    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"),
-                        help="auto (default): bf16 autocast on GPUs that support it, fp32 elsewhere")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="default: auto (CUDA if present)")
-    parser.add_argument("--num-threads", type=int, help="torch CPU threads (default: torch's choice)")
+    add_device_arguments(parser, None, "; training keeps fp32 master weights, loss and optimizer")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -26,14 +26,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-vocab-mismatch", action="store_true",
                         help="decode even though the checkpoint records another sentencepiece model "
                              "(its sha256) than --spm")
-    add_device_arguments(parser, "auto", "auto, fp32 or bf16 autocast (default: auto = bf16 on capable GPUs)")
+    add_device_arguments(parser, "auto", "; scores stay fp32")
 
 
 def run(args: argparse.Namespace) -> int:
     import sentencepiece as spm
 
     from transformer_core.checkpoint import check_spm, load_checkpoint, model_from_payload
-    from transformer_core.device import setup_device
+    from transformer_core.device import precision_name, setup_device
     from transformer_core.errors import UserError
     from transformer_core.io import atomic_write_text, check_input_file, check_output
     from transformer_core.translate import (
@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.output, "--output")  # before the decode, not after it
     check_input_file(args.input, "--input")
     device, autocast = setup_device(args.device, args.precision, args.num_threads)
+    print(f"decoding on {device}, precision {precision_name(autocast)} (scores in fp32)", file=sys.stderr)
     try:
         sp = spm.SentencePieceProcessor(model_file=args.spm)
     except (OSError, RuntimeError) as err:

@@ -187,6 +187,7 @@ def train_args(wildcards):
         "--tokens-per-step", train["tokens_per_step"], "--max-tokens", train["max_tokens"],
         "--warmup", train["warmup"], "--lr-scale", train.get("lr_scale", 1.0),
         "--seed", train.get("seed", 1), "--log-interval", train.get("log_interval", 100),
+        "--precision", train.get("precision", "auto"),
         "--checkpoint-interval", settings["checkpoint_interval"],
         "--keep-last", settings["average_last"],
     ]  # fmt: skip

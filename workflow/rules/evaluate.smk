@@ -24,11 +24,13 @@ rule translate:
         max_len_a=decode_setting("max_len_a"),
         max_len_b=decode_setting("max_len_b"),
         max_tokens=decode_setting("max_tokens"),
+        precision=decode_setting("precision"),
     shell:
         "transformer-core translate --checkpoint {input.checkpoint:q} --spm {input.spm:q}"
         " --input {input.source:q} --output {output:q} --beam {params.beam:q} --alpha {params.alpha:q}"
         " --max-len-a {params.max_len_a:q} --max-len-b {params.max_len_b:q}"
-        " --max-tokens {params.max_tokens:q} --num-threads {threads:q} > {log:q} 2>&1"
+        " --max-tokens {params.max_tokens:q} --precision {params.precision:q}"
+        " --num-threads {threads:q} > {log:q} 2>&1"
 
 
 rule score:
