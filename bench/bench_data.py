@@ -19,7 +19,6 @@ Needs ../shared/data (or --shared-data / TRANSFORMER_CORE_SHARED_DATA).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import platform
@@ -35,6 +34,7 @@ sys.path.insert(0, str(REPO))
 from transformer_core.data import bpe  # noqa: E402
 from transformer_core.data.binarized import binarize  # noqa: E402
 from transformer_core.data.prepare import PrepareSettings, prepare_corpus  # noqa: E402
+from transformer_core.io import read_lines  # noqa: E402
 
 MEMORY_CHILD = """
 import resource, sys
@@ -47,12 +47,6 @@ print(header["num_sentences"], resource.getrusage(resource.RUSAGE_SELF).ru_maxrs
 
 def write_lines(path: Path, lines: list[str]) -> None:
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-
-
-def read_lines(path: Path) -> list[str]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8", newline="\n") as handle:
-        return [line.rstrip("\n") for line in handle]
 
 
 def throughput(
@@ -148,10 +142,10 @@ def main() -> int:
         return 2
     limit = 3000 if args.quick else None
     wmt = [
-        read_lines(data / "wmt_train_sample_opennmt" / f"{s}-train.txt")[:limit]
+        read_lines(data / "wmt_train_sample_opennmt" / f"{s}-train.txt", limit=limit)
         for s in ("src", "tgt")
     ]
-    m30k = [read_lines(data / "multi30k" / f"train.{lang}.gz")[:limit] for lang in ("en", "de")]
+    m30k = [read_lines(data / "multi30k" / f"train.{lang}.gz", limit=limit) for lang in ("en", "de")]
     repeats = [1, 5] if args.quick else [1, 10]
 
     results: dict = {

@@ -43,11 +43,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from transformer_core.config import ModelConfig  # noqa: E402
-from transformer_core.device import cpu_has_native_bf16  # noqa: E402
+from transformer_core.config import DecodeOptions, ModelConfig  # noqa: E402
+from transformer_core.device import cpu_has_native_bf16, inference_model  # noqa: E402
 from transformer_core.model import Transformer  # noqa: E402
 from transformer_core.search import beam_search_nbest  # noqa: E402
-from transformer_core.translate import DecodeOptions, translate_ids  # noqa: E402
+from transformer_core.translate import translate_ids  # noqa: E402
 
 SHAPES = {
     "tiny": dict(vocab_size=8000, encoder_layers=2, decoder_layers=2, d_model=128, d_ff=512, h=4,
@@ -107,10 +107,13 @@ def trainable(model: torch.nn.Module) -> int:
 
 
 def run_ours_fn(ours: Transformer, src: torch.Tensor, precision: str):
+    """Our beam search as ``translate`` runs it: in bf16, a bf16 copy of the model under autocast."""
+    model = inference_model(ours, torch.bfloat16 if precision == "bf16" else None)
+
     def run_ours():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            hyps = beam_search_nbest(ours, src, BEAM, 0.6, max_len_a=0.0, max_len_b=OUT_LEN,
-                                     min_len=OUT_LEN)
+            hyps = beam_search_nbest(model, src, beam_size=BEAM, alpha=0.6, max_len_a=0.0,
+                                     max_len_b=OUT_LEN, min_len=OUT_LEN)
         assert all(len(h[0].tokens) == OUT_LEN for h in hyps)
 
     return run_ours

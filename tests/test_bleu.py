@@ -18,12 +18,11 @@ from transformer_core.bleu import (
     PaperTokenizer,
     multi_bleu,
     paper_bleu,
-    read_lines,
     replace_unicode_punctuation,
     sacrebleu_13a,
     split_compounds,
 )
-from transformer_core.errors import UserError
+from transformer_core.io import read_lines
 
 SHARED = SHARED_DATA
 DATA = SHARED / "system_outputs"
@@ -204,11 +203,3 @@ def test_score_cli_line_mismatch_names_both_files(tmp_path):
     assert str(hyp) in proc.stderr and str(ref) in proc.stderr
     assert f"{hyp}: 2," in proc.stderr and f"{ref}: 1" in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
-
-
-def test_read_lines_splits_on_newline_only(tmp_path):
-    path = tmp_path / "t.txt"
-    path.write_text("a\u2028b\nc\r\n", encoding="utf-8")
-    assert read_lines(path) == ["a\u2028b", "c\r"]
-    with pytest.raises(UserError, match="no such file"):
-        read_lines(tmp_path / "missing.txt")

@@ -21,10 +21,10 @@ from shared_data import SHARED_DATA
 from transformer_core.bleu import (
     PaperTokenizer,
     paper_bleu,
-    read_lines,
     replace_unicode_punctuation,
     split_compounds,
 )
+from transformer_core.io import read_lines
 
 FIXTURE = json.loads(
     (Path(__file__).parent / "fixtures" / "bleu_moses" / "perl_chain.json").read_text("utf-8")

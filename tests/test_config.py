@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +95,21 @@ def test_parsing_preset_is_table4s_model():
     assert "parsing" not in TABLE3_ROWS
     with pytest.raises(ConfigError, match="known: base, .*, big, parsing"):
         experiment("parse")
+
+
+def test_paper_configuration_agrees_with_the_library_defaults():
+    """config/config.yaml spells out the paper's recipe; TrainConfig and DecodeOptions hold the same
+    values as their defaults (the CLI's). Each is read by its own caller, so this keeps them equal."""
+    import yaml
+
+    from transformer_core.config import DecodeOptions, TrainConfig
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "config.yaml").read_text())
+    paper, big, decode = TrainConfig(), TrainConfig.for_experiment("big"), DecodeOptions()
+    for key in ("tokens_per_step", "max_tokens", "warmup", "lr_scale", "seed", "log_interval", "precision"):
+        assert config["train"][key] == getattr(paper, key), key
+    for preset, cfg in (("base", paper), ("big", big)):
+        assert config["models"][preset]["checkpoint_interval"] == cfg.checkpoint_interval
+        assert config["models"][preset]["average_last"] == cfg.keep_last
+    assert (config["decode"]["beam"], config["decode"]["alpha"], config["decode"]["max_len_a"],
+            config["decode"]["max_len_b"]) == (decode.beam_size, decode.alpha, decode.max_len_a, decode.max_len_b)

@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 from shared_data import SHARED_DATA
 
-from transformer_core.bleu import read_lines
 from transformer_core.errors import UserError
-from transformer_core.evalb import EvalbError, EvalbParams, evalb, score_sentence
+from transformer_core.io import read_lines
+from transformer_core.parsing.evalb import EvalbError, EvalbParams, evalb, score_sentence
 
 SHARED = SHARED_DATA
 EVALB_DIR = SHARED / "ptb" / "evalb"

@@ -7,7 +7,7 @@ import pytest
 from shared_data import SHARED_DATA
 
 from transformer_core.errors import UserError
-from transformer_core.parsing import (
+from transformer_core.parsing.trees import (
     Repairs,
     Tree,
     clean,

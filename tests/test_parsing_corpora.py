@@ -8,14 +8,14 @@ import pytest
 from shared_data import SHARED_DATA
 
 from transformer_core.errors import UserError
-from transformer_core.parsing import delinearize, linearize, parse_trees
-from transformer_core.parsing_corpora import (
+from transformer_core.parsing.corpora import (
     merge_training_files,
     read_nltk_sample,
     read_wsj,
     wsj_section_files,
 )
-from transformer_core.parsing_smoke import LEXICON, generate_treebank
+from transformer_core.parsing.smoke import LEXICON, generate_treebank
+from transformer_core.parsing.trees import delinearize, linearize, parse_trees
 
 SHARED = SHARED_DATA
 NLTK_ZIP = SHARED / "ptb" / "nltk_treebank.zip"

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from transformer_core.errors import UserError
-from transformer_core.report import read_metrics
+from transformer_core.report import read_metrics, samples_markdown
 
 
 def test_report_command(tmp_path):
@@ -39,3 +39,12 @@ def test_malformed_metrics_line_is_named(tmp_path):
     bad.write_text('{"step": 1}\n{oops\n')
     with pytest.raises(UserError, match="m.jsonl:2"):
         read_metrics(bad)
+
+
+def test_samples_are_the_first_lines_without_crlf_ends(tmp_path):
+    files = {"src": "eins\r\nzwei\u2028drei\r\nvier\r\n", "ref": "one\ntwo\nthree\n", "hyp": "1\n2\n3\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_bytes(text.encode())
+    text = samples_markdown("en_de", *(str(tmp_path / name) for name in ("src", "ref", "hyp")), n=2)
+    assert text == ("### en_de\n\n1. source: eins\n   - reference: one\n   - ours: 1\n"
+                    "2. source: zwei\u2028drei\n   - reference: two\n   - ours: 2\n\n")

@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from transformer_core.config import ModelConfig
+from transformer_core.errors import UserError
 from transformer_core.model import Transformer
 from transformer_core.search import (
+    DecodeOptions,
     beam_search,
     beam_search_nbest,
     greedy_search,
@@ -171,6 +173,20 @@ def test_a_sentence_without_any_possible_output_gets_an_empty_one():
 def test_nbest_must_fit_the_beam():
     with pytest.raises(ValueError, match="nbest"):
         beam_search_nbest(TableModel({0: GARDEN_PATH}), src(0), beam_size=2, nbest=3)
+
+
+def test_options_object_keywords_and_the_beam_check():
+    """An options object, keywords, or both (keywords win) are the same search; beam < 1 is a
+    UserError wherever it comes from."""
+    options = DecodeOptions(beam_size=3, alpha=10.0)
+    model = TableModel({0: SHORT_VS_LONG})
+    assert beam_search(model, src(0), options) == beam_search(model, src(0), beam_size=3, alpha=10.0)
+    assert beam_search(model, src(0), options, alpha=0.0) == [[]]
+    assert DecodeOptions() == DecodeOptions(beam_size=4, alpha=0.6, max_len_a=1.0, max_len_b=50)
+    for call in (lambda: DecodeOptions(beam_size=0), lambda: beam_search(model, src(0), beam_size=0),
+                 lambda: greedy_search(model, src(0), options, beam_size=0)):
+        with pytest.raises(UserError, match="--beam must be at least 1, got 0"):
+            call()
 
 
 # -- a tiny random Transformer ------------------------------------------------------------

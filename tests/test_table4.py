@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from transformer_core.errors import UserError
-from transformer_core.evalb import evalb
 from transformer_core.paper import TABLE4
+from transformer_core.parsing.evalb import evalb
 from transformer_core.tables import TABLE4_COLUMNS, table4
 
 GOLD = [

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from transformer_core import run_dir
 from transformer_core.checkpoint import list_checkpoints, load_checkpoint, load_model
 from transformer_core.cli import main
-from transformer_core.config import TrainConfig, parse_overrides
+from transformer_core.config import ModelConfig, TrainConfig, parse_overrides
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.device import cpu_has_native_bf16
 from transformer_core.errors import ConfigError, UserError
@@ -104,6 +105,27 @@ def test_resume_refuses_other_settings_and_finished_run_is_a_no_op(tmp_path, cap
         train(corpus, tmp_path / "run", "base", cfg, {**TINY_OVERRIDES, "d_ff": 32}, resume=True)
 
 
+def test_run_dir_plans_nothing_to_do_resume_start_over_or_fresh(tmp_path):
+    corpus = write_corpus(tmp_path / "train")
+    cfg = TrainConfig(steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1,
+                      num_threads=1)
+    summary = train(corpus, tmp_path / "run", "base", cfg, TINY_OVERRIDES)
+    paths = run_dir.RunPaths(tmp_path / "run")
+    previous = run_dir.open_run(paths, resume=True, restart_if_changed=True)
+    model_cfg = ModelConfig.from_dict(previous.payload["model_config"])
+    assert run_dir.plan_start(previous, model_cfg, cfg, None, True) == run_dir.Start(finished=summary)
+    longer = TrainConfig(**{**cfg.to_dict(), "steps": 3})
+    resume = run_dir.plan_start(previous, model_cfg, longer, None, False)
+    assert resume.payload["step"] == 2 and resume.checkpoint == paths.checkpoints / "step_0000002.pt"
+    other = model_cfg.replace(d_ff=32)
+    assert "differs in d_ff" in run_dir.plan_start(previous, other, cfg, None, True).stale
+    with pytest.raises(UserError, match="cannot resume from .*step_0000002.pt: its model config"):
+        run_dir.plan_start(previous, other, cfg, None, False)
+    fresh = run_dir.open_run(run_dir.RunPaths(tmp_path / "new"), resume=True, restart_if_changed=False)
+    assert fresh.payload is None
+    assert run_dir.plan_start(fresh, model_cfg, cfg, None, False) == run_dir.Start()
+
+
 def test_restart_if_changed_moves_the_old_run_aside_and_retrains(tmp_path, capsys):
     corpus = write_corpus(tmp_path / "train")
     cfg = TrainConfig(steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1,
@@ -119,6 +141,8 @@ def test_restart_if_changed_moves_the_old_run_aside_and_retrains(tmp_path, capsy
     old = run / "superseded" / "1"
     assert json.loads((old / "summary.json").read_text()) == first  # kept, not deleted
     assert [s for s, _ in list_checkpoints(old / "checkpoints")] == [1, 2]
+    # The retrained run is another run: its checkpoints carry a new run id.
+    assert load_checkpoint(run / "last.pt")["run_id"] != load_checkpoint(old / "last.pt")["run_id"]
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2]  # the new run's metrics only
     # Same settings again: resumed as finished, nothing moved.
@@ -227,8 +251,9 @@ def test_trained_model_decodes_what_it_learned(tmp_path):
     """Learning and decoding end to end: a model trained to reverse its source, decoded by beam
     search, reverses held-out sources. A bug that stops learning, the source path or decoding fails it."""
     from transformer_core.checkpoint import load_model
+    from transformer_core.config import DecodeOptions
     from transformer_core.data.dataset import ParallelDataset
-    from transformer_core.translate import DecodeOptions, translate_ids
+    from transformer_core.translate import translate_ids
 
     corpus = write_corpus(tmp_path / "train", n=400, vocab=20, min_len=3, max_len=6)
     held_out = write_corpus(tmp_path / "dev", n=30, vocab=20, seed=1, min_len=3, max_len=6)

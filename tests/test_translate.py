@@ -10,11 +10,12 @@ import sentencepiece as spm
 import torch
 
 from transformer_core.checkpoint import save_checkpoint
-from transformer_core.config import ModelConfig
+from transformer_core.cli import build_parser, main
+from transformer_core.config import DecodeOptions, ModelConfig
 from transformer_core.errors import UserError
 from transformer_core.model import Transformer
 from transformer_core.search import beam_search
-from transformer_core.translate import check_vocabulary, make_batches, read_lines
+from transformer_core.translate import check_vocabulary, make_batches
 
 WORDS = ("the cat dog house garden river walks sees finds small green old runs near under "
          "a bird tree red quickly slowly and with from").split()
@@ -99,12 +100,14 @@ def test_make_batches_respects_max_tokens_and_covers_every_sentence():
         make_batches(lengths, 0)
 
 
-def test_read_lines_splits_on_newline_only(tmp_path):
-    path = tmp_path / "in.txt"
-    path.write_bytes("a\r\nb\u2028c\n\nlast".encode())
-    assert read_lines(path) == ["a", "b\u2028c", "", "last"]
-    with pytest.raises(UserError, match="not found"):
-        read_lines(tmp_path / "missing.txt")
+def test_cli_defaults_are_the_papers_and_a_bad_beam_fails_first(tmp_path, capsys):
+    args = build_parser().parse_args(["translate", "--checkpoint", "c", "--spm", "s", "--input", "i",
+                                      "--output", "o"])
+    assert DecodeOptions(args.beam, args.alpha, args.max_len_a, args.max_len_b) == DecodeOptions()
+    # Checked before any file is looked at (the checkpoint and the input do not exist).
+    code = main(["translate", "--checkpoint", str(tmp_path / "no.pt"), "--spm", "s", "--input",
+                 str(tmp_path / "no.txt"), "--output", str(tmp_path / "out.txt"), "--beam", "0"])
+    assert code == 2 and "--beam must be at least 1, got 0" in capsys.readouterr().err
 
 
 def test_source_too_long_for_learned_positions_names_the_line(tmp_path, spm_model):

@@ -24,6 +24,7 @@ from transformer_core.checkpoint import list_checkpoints, load_checkpoint, save_
 from transformer_core.config import ModelConfig
 from transformer_core.errors import UserError
 from transformer_core.io import check_output
+from transformer_core.run_dir import RunPaths
 
 
 def average_checkpoints(checkpoints: list[dict], names: list[str] | None = None) -> tuple[ModelConfig, dict]:
@@ -84,7 +85,7 @@ def last_checkpoints(run_dir: str | os.PathLike, n: int) -> list[Path]:
     """The newest ``n`` numbered checkpoints of a training run directory, oldest first."""
     if n < 1:
         raise UserError(f"--last must be at least 1, got {n}")
-    directory = Path(run_dir) / "checkpoints"
+    directory = RunPaths(Path(run_dir)).checkpoints
     found = list_checkpoints(directory)
     if len(found) < n:
         raise UserError(f"{directory} holds {len(found)} checkpoint(s), {n} were asked for "

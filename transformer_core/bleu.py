@@ -22,16 +22,15 @@ asks for both on every test set.
 
 from __future__ import annotations
 
-import gzip
 import math
 import os
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from transformer_core.errors import UserError
+from transformer_core.io import read_lines
 
 MAX_ORDER = 4
 
@@ -222,23 +221,6 @@ def sacrebleu_13a(hyps: Sequence[str], refs: Sequence[str]) -> tuple[BleuStats, 
         score.ref_len,
     )
     return stats, str(metric.get_signature())
-
-
-def read_lines(path: str | os.PathLike) -> list[str]:
-    """Lines of a UTF-8 text file (gzipped if it ends in .gz), split on "\\n" only.
-
-    Splitting on "\\n" alone keeps U+2028 and other Unicode line separators
-    inside their sentence, as the Perl scripts and sacreBLEU's CLI do.
-    """
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8", newline="\n") as handle:
-            return [line[:-1] if line.endswith("\n") else line for line in handle]
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except UnicodeDecodeError as err:
-        raise UserError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
 
 
 def score_files(hyp_path: str | os.PathLike, ref_path: str | os.PathLike, lang: str = "de") -> dict:

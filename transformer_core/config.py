@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformer_core.errors import ConfigError
+from transformer_core.errors import ConfigError, UserError
 
 DEVICES = ("auto", "cpu", "cuda")  # device.resolve_device says what each means
 PRECISIONS = ("auto", "fp32", "bf16")  # device.autocast_dtype says what each means
@@ -259,3 +259,26 @@ def parse_overrides(items: list[str], cls: type = ModelConfig, where: str = "--s
             raise ConfigError(f"{where} {item!r}: {key} takes a {kind.__name__}, got {text!r}") from None
         overrides[key] = value
     return overrides
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """Search settings (``search.py``); the defaults are the paper's translation setup, and the CLI's.
+
+    Here, beside the other configuration dataclasses, so that ``transformer-core --help``
+    reads the defaults without importing torch.
+
+    The maximum output length is ``max_len_a * source length + max_len_b``
+    (``max_output_lengths``); ``min_len`` forbids EOS before that many real tokens
+    (0 for the paper's decoding; benchmarks use it to force equal output lengths).
+    """
+
+    beam_size: int = 4
+    alpha: float = 0.6  # the length penalty's exponent
+    max_len_a: float = 1.0
+    max_len_b: int = 50
+    min_len: int = 0
+
+    def __post_init__(self) -> None:
+        if self.beam_size < 1:
+            raise UserError(f"--beam must be at least 1, got {self.beam_size}")

@@ -4,22 +4,30 @@ PPL = exp(mean negative log-likelihood per target token), the mean taken over
 every target word piece of the set including EOS and excluding padding, with
 the model's plain softmax: no label smoothing, whatever the model was trained
 with. Teacher-forced, one forward pass per batch.
+
+``summed_nll`` and ``Perplexity`` are the one summation of per-batch NLLs and the
+one formula behind both dev numbers: the training run's own dev evaluation
+(``Trainer.evaluate``, the number Table 3 reports) and ``perplexity`` here (the
+``ppl`` command), which therefore give the same number for the same checkpoint.
 """
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer_core import loss
 from transformer_core.data.batching import TokenBucketSampler, collate
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.errors import UserError
+
+# (src, tgt_in, tgt_out) -> the batch's NLL summed over its non-pad target tokens (nats).
+BatchNll = Callable[[Tensor, Tensor, Tensor], Tensor]
 
 
 @dataclass(frozen=True)
@@ -36,10 +44,26 @@ class Perplexity:
 
     @property
     def perplexity(self) -> float:
-        return math.exp(self.nll_per_token)
+        """exp(NLL per token), by the formula of the training log's ppl (``loss.perplexity``)."""
+        return loss.perplexity(self.nll_sum, self.tokens)
 
     def to_dict(self) -> dict:
         return {"perplexity": self.perplexity, "nll_per_token": self.nll_per_token, **asdict(self)}
+
+
+def summed_nll(batch_nll: BatchNll, batches: Iterable[tuple[Tensor, Tensor, Tensor]], pad_id: int,
+               device: torch.device) -> Perplexity:
+    """``batch_nll`` summed over ``(src, tgt_in, tgt_out)`` batches, each (B, len), right-padded.
+
+    Each batch is moved to ``device`` first; the sum is accumulated in float64, and the
+    target tokens (positions where ``tgt_out`` is not ``pad_id``) and sentences are counted.
+    """
+    nll_sum, tokens, sentences = 0.0, 0, 0
+    for src, tgt_in, tgt_out in batches:
+        nll_sum += batch_nll(src.to(device), tgt_in.to(device), tgt_out.to(device)).double().item()
+        tokens += int((tgt_out != pad_id).sum())
+        sentences += src.size(0)
+    return Perplexity(nll_sum, tokens, sentences)
 
 
 @torch.inference_mode()
@@ -48,29 +72,31 @@ def perplexity(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor, Tensor]
     """Perplexity of ``model`` over ``(src, tgt_in, tgt_out)`` batches, each (B, len), right-padded.
 
     ``tgt_in`` is BOS + pieces and ``tgt_out`` pieces + EOS; positions where
-    ``tgt_out`` is padding do not count. Sums are accumulated in float64.
+    ``tgt_out`` is padding do not count.
     """
     pad = model.cfg.pad_id
     device = next(model.parameters()).device
-    nll_sum, tokens, sentences = 0.0, 0, 0
-    for src, tgt_in, tgt_out in batches:
-        src, tgt_in, tgt_out = src.to(device), tgt_in.to(device), tgt_out.to(device)
+
+    def batch_nll(src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
         with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
             logits = model(src, tgt_in)  # (B, T, V)
-        nll = F.cross_entropy(logits.float().flatten(0, 1), tgt_out.flatten(), ignore_index=pad,
-                              reduction="sum")
-        nll_sum += nll.double().item()
-        tokens += int((tgt_out != pad).sum())
-        sentences += src.size(0)
-    if tokens == 0:
+        return F.cross_entropy(logits.float().flatten(0, 1), tgt_out.flatten(), ignore_index=pad,
+                               reduction="sum")
+
+    result = summed_nll(batch_nll, batches, pad, device)
+    if result.tokens == 0:
         raise UserError("perplexity of an empty set: no target tokens")
-    return Perplexity(nll_sum, tokens, sentences)
+    return result
 
 
-def dataset_batches(dataset: ParallelDataset, max_tokens: int, pad_id: int, bos_id: int,
-                    eos_id: int) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
-    """Every pair of a binarized split once, in length-bucketed batches of <= max_tokens per side."""
-    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, max_tokens)
+def dataset_batches(dataset: ParallelDataset, max_tokens: int, pad_id: int, bos_id: int, eos_id: int,
+                    rank: int = 0, world_size: int = 1) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    """Every pair of a binarized split once, in length-bucketed batches of <= max_tokens per side.
+
+    With ``world_size`` ranks, this rank's share of the batches (``TokenBucketSampler``).
+    """
+    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, max_tokens, rank=rank,
+                                 world_size=world_size)
     for indices in sampler.batches(epoch=0):
         batch = collate(dataset, indices, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id)
         yield batch.src, batch.tgt_in, batch.tgt_out

@@ -19,7 +19,7 @@ from typing import Any
 
 from transformer_core.config import TABLE3_ROWS, ModelConfig
 from transformer_core.errors import ConfigError, UserError
-from transformer_core.parsing_corpora import wsj_section_files
+from transformer_core.parsing.corpora import wsj_section_files
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
 
 MIRROR_SCHEMES = ("http", "https", "ftp", "file")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from transformer_core import __version__
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_open, atomic_write_text
+from transformer_core.io import atomic_open, atomic_write_text, read_lines
 
 RECIPE = """\
 ## How each number was made
@@ -87,14 +87,10 @@ def plot_learning_curves(runs: dict[str, str], out: str | os.PathLike) -> None:
     plt.close(fig)
 
 
-def read_lines(path: str | os.PathLike, limit: int) -> list[str]:
-    with open(path, encoding="utf-8") as handle:
-        return [line.rstrip("\n") for _, line in zip(range(limit), handle, strict=False)]
-
-
 def samples_markdown(label: str, source: str, reference: str, hypothesis: str, n: int = 3) -> str:
     """The first ``n`` lines of a test set: source, reference and our translation."""
-    rows = zip(read_lines(source, n), read_lines(reference, n), read_lines(hypothesis, n), strict=True)
+    rows = zip(*(read_lines(path, strip_cr=True, limit=n) for path in (source, reference, hypothesis)),
+               strict=True)
     text = f"### {label}\n\n"
     for i, (src, ref, hyp) in enumerate(rows, 1):
         text += f"{i}. source: {src}\n   - reference: {ref}\n   - ours: {hyp}\n"

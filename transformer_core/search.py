@@ -1,6 +1,6 @@
 """Batched beam search (and greedy search) on the Transformer's incremental decoder.
 
-The decoding recipe of the paper (section 6.1, via tensor2tensor): beam size 4,
+The decoding recipe of the paper (section 6.1, via tensor2tensor; ``DecodeOptions``): beam size 4,
 the GNMT length penalty ``lp(|Y|) = ((5 + |Y|) / 6) ** alpha`` with alpha 0.6,
 maximum output length ``max_len_a * source_length + max_len_b`` (1 and 50 for
 translation, 1 and 300 for parsing) and early termination. A hypothesis is
@@ -37,11 +37,24 @@ the returned ``nbest`` list: stopping there is exact, not a heuristic.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
+
+from transformer_core.config import DecodeOptions
+
+
+def _options(options: DecodeOptions | None, settings: dict[str, Any]) -> DecodeOptions:
+    """``options`` (default: the paper's) with ``settings``, keyword values of its fields, applied.
+
+    So that ``beam_search(model, src, DecodeOptions(beam_size=2))`` and
+    ``beam_search(model, src, beam_size=2)`` are the same call.
+    """
+    return dataclasses.replace(options if options is not None else DecodeOptions(), **settings)
 
 
 @dataclass(frozen=True)
@@ -120,27 +133,27 @@ def row_topk(values: Tensor, k: int, block: int = 128) -> tuple[Tensor, Tensor]:
 
 
 @torch.inference_mode()
-def beam_search_nbest(model: nn.Module, src_tokens: Tensor, beam_size: int = 4, alpha: float = 0.6,
-                      max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1,
-                      min_len: int = 0) -> list[list[Hypothesis]]:
+def beam_search_nbest(model: nn.Module, src_tokens: Tensor, options: DecodeOptions | None = None, *,
+                      nbest: int = 1, **settings: Any) -> list[list[Hypothesis]]:
     """The ``nbest`` best hypotheses of each sentence of ``src_tokens`` (B, S), best first.
 
     ``src_tokens`` is right-padded with ``model.cfg.pad_id`` and holds the source
-    pieces followed by EOS. ``min_len`` forbids EOS before that many real tokens
-    (0 for the paper's decoding; benchmarks use it to force equal output lengths).
+    pieces followed by EOS. ``options`` and keyword ``settings`` (``DecodeOptions``
+    fields, e.g. ``beam_size=2``) say how to search.
     """
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
-    if not 1 <= nbest <= beam_size:
-        raise ValueError(f"nbest must be in [1, beam_size={beam_size}], got {nbest}")
+    options = _options(options, settings)
+    k, alpha, min_len = options.beam_size, options.alpha, options.min_len
+    if not 1 <= nbest <= k:
+        raise ValueError(f"nbest must be in [1, beam_size={k}], got {nbest}")
     cfg = model.cfg
-    batch, k = src_tokens.size(0), beam_size
+    batch = src_tokens.size(0)
     device = src_tokens.device
     if batch == 0:
         return []
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]  # best first, fewer than 2k
 
-    max_lens = max_output_lengths(src_tokens, cfg.pad_id, max_len_a, max_len_b, _position_cap(model))
+    max_lens = max_output_lengths(src_tokens, cfg.pad_id, options.max_len_a, options.max_len_b,
+                                  _position_cap(model))
     memory, src_mask = model.encode(src_tokens)
     state = model.init_state(memory, src_mask, beam=k)  # k decoder rows per sentence
 
@@ -233,24 +246,28 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, beam_size: int = 4, 
     return [hyps[:nbest] or [Hypothesis([], -math.inf, -math.inf)] for hyps in finished]
 
 
-def beam_search(model: nn.Module, src_tokens: Tensor, beam_size: int = 4, alpha: float = 0.6,
-                max_len_a: float = 1.0, max_len_b: int = 50, min_len: int = 0) -> list[list[int]]:
-    """The best hypothesis of each sentence, as token ids without BOS and EOS."""
-    best = beam_search_nbest(model, src_tokens, beam_size, alpha, max_len_a, max_len_b,
-                             nbest=1, min_len=min_len)
+def beam_search(model: nn.Module, src_tokens: Tensor, options: DecodeOptions | None = None,
+                **settings: Any) -> list[list[int]]:
+    """The best hypothesis of each sentence, as token ids without BOS and EOS.
+
+    Arguments as ``beam_search_nbest``.
+    """
+    best = beam_search_nbest(model, src_tokens, _options(options, settings))
     return [hyps[0].tokens for hyps in best]
 
 
 @torch.inference_mode()
-def greedy_search(model: nn.Module, src_tokens: Tensor, max_len_a: float = 1.0, max_len_b: int = 50,
-                  min_len: int = 0) -> list[list[int]]:
+def greedy_search(model: nn.Module, src_tokens: Tensor, options: DecodeOptions | None = None,
+                  **settings: Any) -> list[list[int]]:
     """Reference: take the most probable token each step, until EOS or the maximum length.
 
     Deliberately plain (no batch shrinking): the tests check beam size 1 against it.
+    Arguments as ``beam_search_nbest``; ``beam_size`` and ``alpha`` play no part.
     """
-    cfg = model.cfg
+    options = _options(options, settings)
+    cfg, min_len = model.cfg, options.min_len
     batch = src_tokens.size(0)
-    max_lens = max_output_lengths(src_tokens, cfg.pad_id, max_len_a, max_len_b,
+    max_lens = max_output_lengths(src_tokens, cfg.pad_id, options.max_len_a, options.max_len_b,
                                   _position_cap(model)).tolist()
     state = model.init_state(*model.encode(src_tokens))
     tokens = torch.full((batch,), cfg.bos_id, dtype=torch.long, device=src_tokens.device)

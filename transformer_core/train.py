@@ -1,4 +1,4 @@
-"""Training (paper section 5): the loop, its checkpoints, logs, summary and resumption.
+"""Training (paper section 5): the loss, the optimizer step and the training loop.
 
 One optimizer step takes ``accumulation`` micro-batches on each of
 ``world_size`` devices (``TrainConfig.accumulation``). Its loss is the sum of
@@ -9,28 +9,23 @@ scales its loss by ``world_size / global_tokens`` (DDP averages gradients over
 ranks). All but the last micro-batch run under ``no_sync``. Adam(0.9, 0.98,
 1e-9) follows the paper's learning-rate schedule (``schedule.py``).
 
-A run directory holds ``checkpoints/step_NNNNNNN.pt`` (every
-``checkpoint_interval`` steps and at the last step; the newest ``keep_last``
-are kept), ``metrics.jsonl`` (one JSON object per log line or dev evaluation),
-``summary.json`` (written last: its presence means the run finished) and
-``last.pt`` (the final checkpoint). A checkpoint holds everything the run needs
-to continue exactly: weights, optimizer, schedule, step, every rank's RNG
-states and the data position, so a killed run that is resumed ends with the
-same weights as one that never stopped (bit-identical on CPU).
+The run directory (checkpoints, metrics, summary; resuming or starting over) is
+``run_dir.py``'s. A checkpoint holds everything the run needs to continue exactly:
+weights, optimizer, schedule, step, every rank's RNG states and the data position,
+so a killed run that is resumed ends with the same weights as one that never
+stopped (bit-identical on CPU).
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-import json
 import math
-import os
 import random
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,63 +35,27 @@ import torch
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
-from transformer_core import distributed
-from transformer_core.checkpoint import (
-    checkpoint_path,
-    clean_temporaries,
-    link_or_copy,
-    list_checkpoints,
-    newest_loadable,
-    prune_checkpoints,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
-)
+from transformer_core import distributed, run_dir
+from transformer_core.checkpoint import list_checkpoints, rng_state, set_rng_state
 from transformer_core.config import ModelConfig, TrainConfig, model_config
-from transformer_core.data.batching import Batch, TokenBucketSampler, collate
+from transformer_core.data.batching import (
+    BatchStream,
+    TokenBucketSampler,
+    sentence_lengths,
+)
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.device import autocast_dtype, precision_name
 from transformer_core.distributed import DistContext
 from transformer_core.errors import UserError
-from transformer_core.flops import TokenCounts, paper_method_cost, training_flops
-from transformer_core.io import atomic_write_text
+from transformer_core.flops import TokenCounts
 from transformer_core.loss import perplexity, projected_label_smoothed_loss
 from transformer_core.model import Transformer, count_parameters
+from transformer_core.perplexity import Perplexity, dataset_batches, summed_nll
 from transformer_core.schedule import learning_rate
 
 
 class TrainingDiverged(UserError):
     """The loss became NaN or infinite; the run stops before updating the weights."""
-
-
-# -- data --------------------------------------------------------------------------------------
-
-class BatchStream:
-    """This rank's micro-batches, epoch after epoch, resumable at a (epoch, index) position."""
-
-    def __init__(self, dataset: ParallelDataset, sampler: TokenBucketSampler, cfg: ModelConfig,
-                 epoch: int = 0, index: int = 0):
-        self.dataset, self.sampler, self.cfg = dataset, sampler, cfg
-        self.epoch, self.index = epoch, index
-        self._batches = sampler.batches(epoch)
-
-    def next(self) -> Batch:
-        while self.index >= len(self._batches):
-            self.epoch, self.index = self.epoch + 1, 0
-            self._batches = self.sampler.batches(self.epoch)
-        indices = self._batches[self.index]
-        self.index += 1
-        return collate(self.dataset, indices, self.cfg.pad_id, self.cfg.bos_id, self.cfg.eos_id)
-
-    @property
-    def position(self) -> dict[str, int]:
-        """Where the next micro-batch comes from."""
-        return {"epoch": self.epoch, "index": self.index}
-
-
-def lengths(batch: Batch, pad_id: int) -> tuple[list[int], list[int]]:
-    """Per-sentence source (with EOS) and target (with BOS) positions, padding excluded."""
-    return batch.src.ne(pad_id).sum(1).tolist(), batch.tgt_out.ne(pad_id).sum(1).tolist()
 
 
 # -- model + loss --------------------------------------------------------------------------------
@@ -162,7 +121,8 @@ def seed_everything(seed: int) -> None:
 def _no_buffer_sync() -> dict:
     """DDP need not broadcast buffers before each forward: the only one is the constant sinusoid table."""
     params = inspect.signature(DistributedDataParallel.__init__).parameters
-    return {"forward_sync_buffers": False} if "forward_sync_buffers" in params else {"broadcast_buffers": False}
+    key = "forward_sync_buffers" if "forward_sync_buffers" in params else "broadcast_buffers"
+    return {key: False}
 
 
 def _adam_kwargs(device: torch.device) -> dict:
@@ -177,7 +137,8 @@ def _adam_kwargs(device: torch.device) -> dict:
 class Trainer:
     """Model, optimizer, data stream and counters of one rank; ``train_step`` is one optimizer step."""
 
-    def __init__(self, model_cfg: ModelConfig, cfg: TrainConfig, ctx: DistContext, train_set: ParallelDataset):
+    def __init__(self, model_cfg: ModelConfig, cfg: TrainConfig, ctx: DistContext,
+                 train_set: ParallelDataset):
         self.model_cfg, self.cfg, self.ctx = model_cfg, cfg, ctx
         seed_everything(cfg.seed)  # the same initial weights on every rank
         self.model = Transformer(model_cfg).to(ctx.device)
@@ -186,12 +147,13 @@ class Trainer:
             self.loss_model = DistributedDataParallel(
                 self.loss_model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
                 gradient_as_bucket_view=True, **_no_buffer_sync())
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(cfg.adam_beta1, cfg.adam_beta2),
-                                          eps=cfg.adam_eps, **_adam_kwargs(ctx.device))
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0,
+                                          betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
+                                          **_adam_kwargs(ctx.device))
         self.autocast = autocast_dtype(ctx.device, cfg.precision)
         seed_everything(cfg.seed + ctx.rank)  # dropout masks differ between ranks
-        self.sampler = TokenBucketSampler(train_set.src_lens, train_set.tgt_lens, cfg.max_tokens, seed=cfg.seed,
-                                          rank=ctx.rank, world_size=ctx.world_size)
+        self.sampler = TokenBucketSampler(train_set.src_lens, train_set.tgt_lens, cfg.max_tokens,
+                                          seed=cfg.seed, rank=ctx.rank, world_size=ctx.world_size)
         self.stream = BatchStream(train_set, self.sampler, model_cfg)
         self.accumulation = cfg.accumulation(ctx.world_size)
         self.step = 0
@@ -209,7 +171,7 @@ class Trainer:
         batches = [self.stream.next() for _ in range(self.accumulation)]
         counts = TokenCounts()
         for batch in batches:
-            counts.add(*lengths(batch, pad))
+            counts.add(*sentence_lengths(batch, pad))
         global_counts = TokenCounts(*map(round, distributed.all_reduce_sum(list(asdict(counts).values()),
                                                                            self.ctx)))
         scale = self.ctx.world_size / global_counts.tgt_tokens
@@ -251,25 +213,30 @@ class Trainer:
         (A batch of one sentence keeps its own source: batches hold sentences of like length,
         so this happens only for the longest few.)
         """
-        sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, self.cfg.max_tokens, seed=0,
-                                     rank=self.ctx.rank, world_size=self.ctx.world_size)
-        loss_model = self.loss_model.module if self.ctx.distributed else self.loss_model
+        cfg, ctx = self.model_cfg, self.ctx
+        loss_model = self.loss_model.module if ctx.distributed else self.loss_model
+
+        # fp32 whatever the training precision: dev PPL is a reported number (Table 3), and
+        # `transformer-core ppl` (fp32 by default) must give the same one.
+        def nll(src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
+            return loss_model(src, tgt_in, tgt_out, 0.0)[1]
+
+        def nll_of_wrong_sources(src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
+            return loss_model(src.roll(1, dims=0), tgt_in, tgt_out, 0.0)[1]
+
+        def batches() -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+            return dataset_batches(dataset, self.cfg.max_tokens, cfg.pad_id, cfg.bos_id, cfg.eos_id,
+                                   rank=ctx.rank, world_size=ctx.world_size)
+
         self.model.eval()
-        nll_sum, wrong_sum, tokens = 0.0, 0.0, 0
-        for indices in sampler.batches(0):
-            batch = collate(dataset, indices, self.model_cfg.pad_id, self.model_cfg.bos_id, self.model_cfg.eos_id)
-            src, tgt_in, tgt_out = (t.to(self.ctx.device) for t in (batch.src, batch.tgt_in, batch.tgt_out))
-            # fp32 whatever the training precision: dev PPL is a reported number (Table 3), and
-            # `transformer-core ppl` (fp32 by default) must give the same one.
-            _, nll = loss_model(src, tgt_in, tgt_out, 0.0)
-            _, wrong = loss_model(src.roll(1, dims=0), tgt_in, tgt_out, 0.0)
-            nll_sum += nll.item()
-            wrong_sum += wrong.item()
-            tokens += batch.tgt_tokens
+        right = summed_nll(nll, batches(), cfg.pad_id, ctx.device)
+        wrong = summed_nll(nll_of_wrong_sources, batches(), cfg.pad_id, ctx.device)
         self.model.train()
-        nll_sum, wrong_sum, tokens = distributed.all_reduce_sum([nll_sum, wrong_sum, tokens], self.ctx)
-        return {"dev_loss": nll_sum / tokens, "dev_ppl": perplexity(nll_sum, int(tokens)),
-                "dev_loss_wrong_src": wrong_sum / tokens}
+        nll_sum, wrong_sum, tokens, sentences = distributed.all_reduce_sum(
+            [right.nll_sum, wrong.nll_sum, right.tokens, right.sentences], ctx)
+        dev, wrong = (Perplexity(total, int(tokens), int(sentences)) for total in (nll_sum, wrong_sum))
+        return {"dev_loss": dev.nll_per_token, "dev_ppl": dev.perplexity,
+                "dev_loss_wrong_src": wrong.nll_per_token}
 
     # -- checkpoint state --------------------------------------------------------------------
     def state(self, wall_seconds: float, metrics: dict[str, Any]) -> dict[str, Any]:
@@ -310,48 +277,6 @@ class Trainer:
 
 # -- the run -------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class RunPaths:
-    out_dir: Path
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.out_dir / "checkpoints"
-
-    @property
-    def metrics(self) -> Path:
-        return self.out_dir / "metrics.jsonl"
-
-    @property
-    def summary(self) -> Path:
-        return self.out_dir / "summary.json"
-
-    @property
-    def last(self) -> Path:
-        return self.out_dir / "last.pt"
-
-
-class MetricsLog:
-    """``metrics.jsonl``: one JSON object per line, appended by rank 0."""
-
-    def __init__(self, path: Path, enabled: bool):
-        self.path, self.enabled = path, enabled
-
-    def truncate_after(self, step: int) -> None:
-        """Drop the lines of steps after ``step`` (written by a killed session after its last checkpoint)."""
-        if not self.enabled or not self.path.exists():
-            return
-        kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
-                if line.strip() and json.loads(line).get("step", 0) <= step]
-        atomic_write_text(self.path, "".join(line + "\n" for line in kept))
-
-    def write(self, record: dict[str, Any]) -> None:
-        if self.enabled:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record) + "\n")
-
-
 def _elapsed(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
@@ -374,70 +299,9 @@ def _check_fits(model_cfg: ModelConfig, datasets: dict[str, ParallelDataset]) ->
     for name, ds in datasets.items():
         longest = int(max(ds.src_lens.max(initial=0), ds.tgt_lens.max(initial=0))) + 1
         if longest > model_cfg.max_positions:
-            raise UserError(f"the {name} set has a sentence of {longest} positions (with BOS/EOS) but the learned "
-                            f"position table holds {model_cfg.max_positions}: raise it with "
-                            f"--set max_positions={longest} or filter long sentences")
-
-
-def _settings_mismatch(payload: dict, model_cfg: ModelConfig, cfg: TrainConfig,
-                       spm_sha256: str | None = None) -> str | None:
-    """Why a run's checkpoint cannot be continued with these settings; None when it can."""
-    stored_spm = payload.get("spm_sha256")
-    if stored_spm and spm_sha256 and stored_spm != spm_sha256:
-        return (f"its data was encoded with another sentencepiece model ({payload.get('spm_model', '?')}, "
-                f"sha256 {stored_spm[:12]}; this data's: {spm_sha256[:12]})")
-    # Through ModelConfig: a key added since the checkpoint was written takes its default.
-    stored_model = ModelConfig.from_dict(payload["model_config"]).to_dict()
-    diff = sorted(k for k, v in model_cfg.to_dict().items() if stored_model.get(k) != v)
-    if diff:
-        return (f"its model config differs in {', '.join(diff)} "
-                f"({', '.join(f'{k}={stored_model.get(k)!r}' for k in diff)})")
-    stored = payload["train_config"]
-    diff = [k for k in TrainConfig.TRAJECTORY if stored.get(k) != getattr(cfg, k)]
-    if diff:
-        return f"it was trained with {', '.join(f'{k}={stored.get(k)!r}' for k in diff)}"
-    if int(payload["step"]) > cfg.steps:
-        return f"it is at step {payload['step']}, beyond --steps {cfg.steps}"
-    return None
-
-
-TRAINING_STATE = ("train_config", "optimizer", "step", "rng", "data", "token_counts")
-
-
-def _resumable(paths: RunPaths) -> tuple[list[tuple[int, Path]], dict | None]:
-    """The run's checkpoints and the payload of the newest one that loads (see ``newest_loadable``).
-
-    Rank 0 first removes temporary files of killed writes and moves unreadable newest
-    checkpoints aside. A newest checkpoint that loads but holds no training state (an
-    averaged one copied in) is the user's to move: an error naming it.
-    """
-    main = int(os.environ.get("RANK", "0")) == 0
-    if main:
-        for stale in clean_temporaries(paths.checkpoints) + clean_temporaries(paths.out_dir):
-            print(f"removed {stale}: the temporary file of an interrupted write", file=sys.stderr)
-    existing, payload = newest_loadable(paths.checkpoints, set_aside=main)
-    if payload is not None:
-        missing = [key for key in TRAINING_STATE if key not in payload]
-        if missing:
-            what = "an averaged checkpoint" if "averaged_from" in payload else "not a training checkpoint"
-            raise UserError(f"cannot resume from {existing[-1][1]}: it holds no training state "
-                            f"({what}, without {', '.join(missing)}); move it out of {paths.checkpoints}")
-    return existing, payload
-
-
-def supersede(paths: RunPaths) -> Path:
-    """Move a run's checkpoints, metrics, summary and last.pt into ``superseded/N/``; returns that folder.
-
-    Nothing is deleted: a run made with other settings stays readable beside the new one.
-    """
-    root = paths.out_dir / "superseded"
-    number = 1 + max((int(p.name) for p in root.glob("*") if p.name.isdigit()), default=0)
-    target = root / str(number)
-    target.mkdir(parents=True)
-    for path in (paths.checkpoints, paths.metrics, paths.summary, paths.last):
-        if path.exists():
-            path.rename(target / path.name)
-    return target
+            raise UserError(f"the {name} set has a sentence of {longest} positions (with BOS/EOS) but "
+                            f"the learned position table holds {model_cfg.max_positions}: raise it "
+                            f"with --set max_positions={longest} or filter long sentences")
 
 
 def train(train_prefix: str | Path, out_dir: str | Path, experiment: str, cfg: TrainConfig,
@@ -448,20 +312,12 @@ def train(train_prefix: str | Path, out_dir: str | Path, experiment: str, cfg: T
     ``resume`` continues the run in ``out_dir`` from its newest checkpoint; a
     finished run made with the same settings is left as it is. A run made with
     other settings (model, data, trajectory) is an error, or, with
-    ``restart_if_changed``, is moved aside (``supersede``) and training starts over:
-    the workflow's mode, so that editing the configuration retrains.
+    ``restart_if_changed``, is moved aside (``run_dir.supersede``) and training
+    starts over: the workflow's mode, so that editing the configuration retrains.
     Run it as one process, or under torchrun for several (``distributed.setup``).
     """
-    if restart_if_changed and not resume:
-        raise UserError("--restart-if-changed goes with --resume")
-    paths = RunPaths(Path(out_dir))
-    existing = list_checkpoints(paths.checkpoints)
-    if existing and not resume:
-        raise UserError(f"{paths.out_dir} already holds checkpoints (newest {existing[-1][1].name}): pass "
-                        "--resume to continue that run, or choose another --out-dir")
-    newest = None
-    if resume:
-        existing, newest = _resumable(paths)
+    paths = run_dir.RunPaths(Path(out_dir))
+    previous = run_dir.open_run(paths, resume, restart_if_changed)
     if cfg.num_threads is not None:
         torch.set_num_threads(cfg.num_threads)
     overrides = dict(model_overrides or {})
@@ -478,51 +334,40 @@ def train(train_prefix: str | Path, out_dir: str | Path, experiment: str, cfg: T
         raise UserError(f"dev set {dev_prefix} was encoded with sentencepiece model "
                         f"{dev_set.header.get('spm_model')}, the training set {train_prefix} with "
                         f"{train_set.header.get('spm_model')} (their sha256 differ)")
-    provenance = {"spm_sha256": spm_sha256, "spm_model": train_set.header.get("spm_model"),
-                  "run_id": (newest or {}).get("run_id") or uuid.uuid4().hex}
     model_cfg = model_config(experiment, vocab_size=train_set.vocab_size, **overrides)
     _check_fits(model_cfg, {"training": train_set, **({"dev": dev_set} if dev_set else {})})
-    if existing and newest is not None and paths.summary.exists():
-        summary = json.loads(paths.summary.read_text(encoding="utf-8"))
-        finished = summary.get("steps", 0) >= cfg.steps and int(newest["step"]) >= cfg.steps
-        if finished and _settings_mismatch(newest, model_cfg, cfg, spm_sha256) is None:
-            print(f"{paths.summary}: the run already finished {summary['steps']} steps; nothing to do",
-                  file=sys.stderr)
-            return summary
+    start = run_dir.plan_start(previous, model_cfg, cfg, spm_sha256, restart_if_changed)
+    # A resumed run keeps its identity; a fresh one, or a restart after a change, gets a new one.
+    provenance = {"spm_sha256": spm_sha256, "spm_model": train_set.header.get("spm_model"),
+                  "run_id": (start.payload or {}).get("run_id") or uuid.uuid4().hex}
+    if start.finished is not None:
+        print(f"{paths.summary}: the run already finished {start.finished['steps']} steps; "
+              "nothing to do", file=sys.stderr)
+        return start.finished
 
     ctx = distributed.setup(cfg.device)
     try:
-        return _run(paths, experiment, model_cfg, cfg, ctx, train_set, dev_set, existing, newest,
-                    restart_if_changed, provenance)
+        return _run(paths, experiment, model_cfg, cfg, ctx, train_set, dev_set, start, provenance)
     finally:
         distributed.teardown(ctx)
 
 
-def _run(paths: RunPaths, experiment: str, model_cfg: ModelConfig, cfg: TrainConfig, ctx: DistContext,
-         train_set: ParallelDataset, dev_set: ParallelDataset | None,
-         existing: list[tuple[int, Path]], payload: dict | None, restart_if_changed: bool,
-         provenance: dict[str, Any]) -> dict[str, Any]:
+def _run(paths: run_dir.RunPaths, experiment: str, model_cfg: ModelConfig, cfg: TrainConfig,
+         ctx: DistContext, train_set: ParallelDataset, dev_set: ParallelDataset | None,
+         start: run_dir.Start, provenance: dict[str, Any]) -> dict[str, Any]:
     def log(message: str) -> None:
         if ctx.is_main:
             print(message, file=sys.stderr, flush=True)
 
     trainer = Trainer(model_cfg, cfg, ctx, train_set)
-    metrics_log = MetricsLog(paths.metrics, ctx.is_main)
+    metrics_log = run_dir.MetricsLog(paths.metrics, ctx.is_main)
     last_metrics: dict[str, Any] = {}
-    why = _settings_mismatch(payload, model_cfg, cfg, provenance["spm_sha256"]) if payload is not None else None
-    if why:
-        if not restart_if_changed:
-            raise UserError(f"cannot resume from {existing[-1][1]}: {why}; pass the same settings "
-                            "(or start a new --out-dir)")
-        distributed.barrier(ctx)  # every rank has read the old run before rank 0 moves it
-        if ctx.is_main:
-            log(f"{paths.out_dir}: the previous run cannot continue ({why}); moved it to "
-                f"{supersede(paths)} and starting over")
-        payload = None
-    if payload is not None:
-        trainer.load_state(payload, log)
-        last_metrics = dict(payload.get("metrics", {}))
-        log(f"resuming from {existing[-1][1]} (step {trainer.step})")
+    if start.stale is not None:
+        run_dir.start_over(paths, start.stale, ctx)
+    if start.payload is not None:
+        trainer.load_state(start.payload, log)
+        last_metrics = dict(start.payload.get("metrics", {}))
+        log(f"resuming from {start.checkpoint} (step {trainer.step})")
     # Lines after the resumed step, or any at all when starting fresh, come from a killed session.
     metrics_log.truncate_after(trainer.step)
     params = count_parameters(trainer.model)
@@ -548,8 +393,8 @@ def _run(paths: RunPaths, experiment: str, model_cfg: ModelConfig, cfg: TrainCon
         except (MemoryError, RuntimeError) as err:
             if not _out_of_memory(err):
                 raise
-            raise UserError(f"out of memory at step {trainer.step + 1} with --max-tokens {cfg.max_tokens} per "
-                            f"micro-batch on {device_name(ctx.device)}: lower --max-tokens (gradient "
+            raise UserError(f"out of memory at step {trainer.step + 1} with --max-tokens {cfg.max_tokens} "
+                            f"per micro-batch on {device_name(ctx.device)}: lower --max-tokens (gradient "
                             f"accumulation keeps {cfg.tokens_per_step} target tokens per step)") from None
         interval.add(result)
         step = trainer.step
@@ -576,46 +421,19 @@ def _run(paths: RunPaths, experiment: str, model_cfg: ModelConfig, cfg: TrainCon
                     f"dev loss with wrong sources {dev['dev_loss_wrong_src']:.4f}")
             state = trainer.state(wall(), last_metrics)  # every rank: gathers RNG states
             if ctx.is_main:
-                path = checkpoint_path(paths.checkpoints, step)
-                save_checkpoint(path, model_cfg, trainer.model.state_dict(), experiment=experiment,
-                                precision=precision_name(trainer.autocast), **provenance, **state)
-                prune_checkpoints(paths.checkpoints, cfg.keep_last)
+                path = run_dir.write_checkpoint(
+                    paths, cfg.keep_last, model_cfg, trainer.model.state_dict(), experiment=experiment,
+                    precision=precision_name(trainer.autocast), **provenance, **state)
                 log(f"step {step} | saved {path}")
 
-    summary = _summary(experiment, model_cfg, cfg, ctx, trainer, params, last_metrics, wall())
+    summary = run_dir.run_summary(
+        experiment, model_cfg, cfg, steps=trainer.step, counts=trainer.counts, wall_seconds=wall(),
+        device=device_name(ctx.device), devices=ctx.world_size, accumulation=trainer.accumulation,
+        precision=precision_name(trainer.autocast), params=params, metrics=last_metrics)
     if ctx.is_main:
-        final = checkpoint_path(paths.checkpoints, trainer.step)
-        link_or_copy(final, paths.last)
-        atomic_write_text(paths.summary, json.dumps(summary, indent=2) + "\n")
+        run_dir.finish(paths, summary)
         log(f"done: {trainer.step} steps, {_elapsed(summary['wall_seconds'])}, "
             f"{summary['tokens_tgt']:,} target tokens; summary in {paths.summary}")
     distributed.barrier(ctx)
     return summary
 
-
-def _summary(experiment: str, model_cfg: ModelConfig, cfg: TrainConfig, ctx: DistContext, trainer: Trainer,
-             params: int, metrics: dict[str, Any], wall_seconds: float) -> dict[str, Any]:
-    name = device_name(ctx.device)
-    cost = paper_method_cost(wall_seconds / 3600.0, ctx.world_size, name)
-    return {
-        "experiment": experiment,
-        "steps": trainer.step,
-        "tokens_src": trainer.counts.src_tokens,
-        "tokens_tgt": trainer.counts.tgt_tokens,
-        "token_counts": asdict(trainer.counts),
-        "wall_seconds": wall_seconds,
-        "device": name,
-        "devices": ctx.world_size,
-        "accumulation": trainer.accumulation,
-        "precision": precision_name(trainer.autocast),
-        "final_train_loss": metrics.get("train_loss"),
-        "final_train_ppl": metrics.get("train_ppl"),
-        "dev_loss": metrics.get("dev_loss"),
-        "dev_ppl": metrics.get("dev_ppl"),
-        "params": params,
-        "flops_paper_method": cost["flops"],
-        "flops_paper_method_note": cost["note"],
-        "flops_analytic": training_flops(model_cfg, trainer.counts),
-        "model_config": model_cfg.to_dict(),
-        "train_config": cfg.to_dict(),
-    }

@@ -15,42 +15,15 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TextIO
 
 import torch
 from torch import nn
 
+from transformer_core.config import DecodeOptions
+from transformer_core.device import inference_model
 from transformer_core.errors import UserError
 from transformer_core.search import beam_search
-
-
-@dataclass(frozen=True)
-class DecodeOptions:
-    """Beam search settings; defaults are the paper's translation setup."""
-
-    beam_size: int = 4
-    alpha: float = 0.6
-    max_len_a: float = 1.0
-    max_len_b: int = 50
-    min_len: int = 0
-
-
-def read_lines(path: str | os.PathLike) -> list[str]:
-    """Lines of a UTF-8 file split on ``\\n`` only (a stray ``\\r`` or U+2028 never splits a line)."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"input file not found: {path}")
-    lines: list[str] = []
-    with open(path, encoding="utf-8", newline="\n") as handle:
-        try:
-            for line in handle:
-                line = line[:-1] if line.endswith("\n") else line
-                lines.append(line[:-1] if line.endswith("\r") else line)
-        except UnicodeDecodeError as err:
-            raise UserError(f"{path}: not UTF-8 text near line {len(lines) + 1}: {err}") from err
-    return lines
 
 
 def make_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
@@ -102,8 +75,11 @@ def translate_ids(model: nn.Module, sources: Sequence[Sequence[int]], options: D
     """Best output ids (no BOS/EOS) for each source id list (pieces only, EOS is appended here).
 
     An empty source gives an empty output without decoding. ``on_batch(sentences,
-    target_tokens)`` is called after each batch (progress reporting).
+    target_tokens)`` is called after each batch (progress reporting). Under bf16
+    ``autocast`` the search runs a bf16 copy of the model (``device.inference_model``);
+    its scores stay fp32.
     """
+    model = inference_model(model, autocast)
     cfg = model.cfg
     device = next(model.parameters()).device
     outputs: list[list[int]] = [[] for _ in sources]
@@ -118,8 +94,7 @@ def translate_ids(model: nn.Module, sources: Sequence[Sequence[int]], options: D
             batch[row, : len(sources[i])] = torch.as_tensor(sources[i], dtype=torch.long)
             batch[row, len(sources[i])] = cfg.eos_id
         with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
-            hyps = beam_search(model, batch.to(device), options.beam_size, options.alpha,
-                               options.max_len_a, options.max_len_b, min_len=options.min_len)
+            hyps = beam_search(model, batch.to(device), options)
         for i, hyp in zip(indices, hyps, strict=True):
             outputs[i] = hyp
         if on_batch is not None:

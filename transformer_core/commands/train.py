@@ -19,6 +19,10 @@ HELP = "Train a Transformer (Adam, warmup + inverse-sqrt schedule, label smoothi
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # Help shows the defaults from their one source: TrainConfig (config.py is torch-free).
+    from transformer_core.config import TrainConfig
+
+    paper, big = TrainConfig(), TrainConfig.for_experiment("big")
     parser.add_argument("--train", required=True, metavar="PREFIX", help="binarized training split")
     parser.add_argument("--dev", metavar="PREFIX",
                         help="binarized dev split: loss and perplexity (no label smoothing) at each checkpoint")
@@ -27,28 +31,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="preset or Table 3 row: base, big, A1..E (default: base)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a model config field, e.g. --set d_model=256 (repeatable)")
-    parser.add_argument("--steps", type=int, help="optimizer steps (default: the experiment's, 100K base)")
+    parser.add_argument("--steps", type=int, help=f"optimizer steps (default: the experiment's, {paper.steps:,} base, {big.steps:,} big)")
     parser.add_argument("--max-tokens", type=int,
-                        help="tokens per micro-batch per device, per side, padding included (default: 3125)")
+                        help=f"tokens per micro-batch per device, per side, padding included (default: {paper.max_tokens})")
     parser.add_argument("--tokens-per-step", type=int,
                         help="target tokens per optimizer step over all devices; gradients are accumulated "
-                             "over ceil(this / (max-tokens x devices)) micro-batches (default: 25000)")
-    parser.add_argument("--warmup", type=int, help="warmup steps of the schedule (default: 4000)")
+                             f"over ceil(this / (max-tokens x devices)) micro-batches (default: {paper.tokens_per_step})")
+    parser.add_argument("--warmup", type=int, help=f"warmup steps of the schedule (default: {paper.warmup})")
     parser.add_argument("--lr-scale", type=float,
                         help="multiplies the paper's learning rate d_model^-0.5 min(step^-0.5, step warmup^-1.5) "
-                             "(default: 1.0, the paper; short smoke runs of tiny models may use another)")
+                             f"(default: {paper.lr_scale}, the paper; short smoke runs of tiny models may use another)")
     parser.add_argument("--checkpoint-interval", type=int, metavar="K",
-                        help="checkpoint every K steps (default: 1500; 600 for big), and always at the end")
+                        help=f"checkpoint every K steps (default: {paper.checkpoint_interval}; "
+                             f"{big.checkpoint_interval} for big), and always at the end")
     parser.add_argument("--keep-last", type=int, metavar="M",
-                        help="keep the newest M checkpoints (default: 5; 20 for big)")
-    parser.add_argument("--seed", type=int, help="random seed (default: 1; rank r uses seed + r for dropout)")
+                        help=f"keep the newest M checkpoints (default: {paper.keep_last}; {big.keep_last} for big)")
+    parser.add_argument("--seed", type=int, help=f"random seed (default: {paper.seed}; rank r uses seed + r for dropout)")
     parser.add_argument("--resume", action="store_true",
                         help="continue from RUN_DIR's newest checkpoint (a finished run is left as it is); "
                              "a run made with other settings is an error")
     parser.add_argument("--restart-if-changed", action="store_true",
                         help="with --resume: move a run made with other settings (model, data, trajectory) "
                              "to RUN_DIR/superseded/N/ and start over instead of stopping (the workflow's mode)")
-    parser.add_argument("--log-interval", type=int, metavar="L", help="log every L steps (default: 100)")
+    parser.add_argument("--log-interval", type=int, metavar="L", help=f"log every L steps (default: {paper.log_interval})")
     add_device_arguments(parser, None, "; training keeps fp32 master weights, loss and optimizer")
 
 

@@ -6,21 +6,26 @@ import argparse
 import sys
 
 from transformer_core.commands import add_device_arguments
+from transformer_core.config import DecodeOptions
 
 HELP = "Decode a text file line by line with beam search (sentencepiece in and out, order kept)."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    paper = DecodeOptions()
     parser.add_argument("--checkpoint", required=True, help="model checkpoint (.pt)")
     parser.add_argument("--spm", required=True, help="sentencepiece model (.model) of the source and target")
     parser.add_argument("--input", required=True, help="source text, one sentence per line")
     parser.add_argument("--output", required=True, help="output text, one line per input line")
-    parser.add_argument("--beam", type=int, default=4, help="beam size (default: 4; 1 is greedy)")
-    parser.add_argument("--alpha", type=float, default=0.6,
-                        help="length penalty ((5+|Y|)/6)^alpha (default: 0.6)")
-    parser.add_argument("--max-len-a", type=float, default=1.0,
-                        help="maximum output length = a * source length + b (default a: 1.0)")
-    parser.add_argument("--max-len-b", type=int, default=50, help="(default b: 50)")
+    parser.add_argument("--beam", type=int, default=paper.beam_size,
+                        help=f"beam size (default: {paper.beam_size}; 1 is greedy)")
+    parser.add_argument("--alpha", type=float, default=paper.alpha,
+                        help=f"length penalty ((5+|Y|)/6)^alpha (default: {paper.alpha})")
+    parser.add_argument("--max-len-a", type=float, default=paper.max_len_a,
+                        help="maximum output length = a * source length + b "
+                             f"(default a: {paper.max_len_a})")
+    parser.add_argument("--max-len-b", type=int, default=paper.max_len_b,
+                        help=f"(default b: {paper.max_len_b})")
     parser.add_argument("--max-tokens", type=int, default=4096,
                         help="source tokens per batch, padding included (default: 4096)")
     parser.add_argument("--allow-vocab-mismatch", action="store_true",
@@ -35,17 +40,10 @@ def run(args: argparse.Namespace) -> int:
     from transformer_core.checkpoint import check_spm, load_checkpoint, model_from_payload
     from transformer_core.device import precision_name, setup_device
     from transformer_core.errors import UserError
-    from transformer_core.io import atomic_write_text, check_input_file, check_output
-    from transformer_core.translate import (
-        DecodeOptions,
-        Progress,
-        check_vocabulary,
-        read_lines,
-        translate_lines,
-    )
+    from transformer_core.io import atomic_write_text, check_input_file, check_output, read_lines
+    from transformer_core.translate import Progress, check_vocabulary, translate_lines
 
-    if args.beam < 1:
-        raise UserError(f"--beam must be at least 1, got {args.beam}")
+    options = DecodeOptions(args.beam, args.alpha, args.max_len_a, args.max_len_b)  # checks --beam
     check_output(args.output, "--output")  # before the decode, not after it
     check_input_file(args.input, "--input")
     device, autocast = setup_device(args.device, args.precision, args.num_threads)
@@ -58,8 +56,7 @@ def run(args: argparse.Namespace) -> int:
     check_spm(payload, args.checkpoint, args.spm, args.allow_vocab_mismatch)
     model = model_from_payload(payload, args.checkpoint, map_location=device)
     check_vocabulary(model, sp, args.spm)
-    lines = read_lines(args.input)
-    options = DecodeOptions(args.beam, args.alpha, args.max_len_a, args.max_len_b)
+    lines = read_lines(args.input, strip_cr=True)  # a CRLF file translates as the same file in LF
     progress = Progress(len(lines), sys.stderr)
     outputs = translate_lines(model, sp, lines, options, args.max_tokens, autocast,
                               source_name=args.input, progress=progress)

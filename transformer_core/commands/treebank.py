@@ -12,9 +12,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from transformer_core.bleu import read_lines
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_open
+from transformer_core.io import atomic_open, read_lines
 
 HELP = (
     "Treebank files for parsing (wsj, smoke, nltk; merge for semi-supervised training) "
@@ -81,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.action == "delinearize":
         return _delinearize(args)
-    from transformer_core.parsing_corpora import (
+    from transformer_core.parsing.corpora import (
         merge_training_files,
         read_nltk_sample,
         read_wsj,
@@ -98,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.action == "nltk":
         splits = read_nltk_sample(args.zip, args.test_files)
     else:
-        from transformer_core.parsing_smoke import generate_treebank
+        from transformer_core.parsing.smoke import generate_treebank
 
         sizes = {"train": args.train, "dev": args.dev, "test": args.test}
         if min(sizes.values()) < 1:
@@ -110,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _delinearize(args: argparse.Namespace) -> int:
-    from transformer_core.parsing import Repairs, delinearize
+    from transformer_core.parsing.trees import Repairs, delinearize
 
     words, preds = read_lines(args.words), read_lines(args.pred)
     tags = read_lines(args.tags) if args.tags else None

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from transformer_core.config import ModelConfig
+from transformer_core.data.dataset import ParallelDataset
 from transformer_core.errors import UserError
 
 _PACK_CHUNK = 1 << 20  # sentences converted to Python ints at a time while packing
@@ -208,3 +210,31 @@ def collate(
         src_tokens=sum(len(s) + 1 for s in srcs),
         tgt_tokens=sum(len(t) + 1 for t in tgts),
     )
+
+
+class BatchStream:
+    """This rank's micro-batches, epoch after epoch, resumable at a (epoch, index) position."""
+
+    def __init__(self, dataset: ParallelDataset, sampler: TokenBucketSampler, cfg: ModelConfig,
+                 epoch: int = 0, index: int = 0):
+        self.dataset, self.sampler, self.cfg = dataset, sampler, cfg
+        self.epoch, self.index = epoch, index
+        self._batches = sampler.batches(epoch)
+
+    def next(self) -> Batch:
+        while self.index >= len(self._batches):
+            self.epoch, self.index = self.epoch + 1, 0
+            self._batches = self.sampler.batches(self.epoch)
+        indices = self._batches[self.index]
+        self.index += 1
+        return collate(self.dataset, indices, self.cfg.pad_id, self.cfg.bos_id, self.cfg.eos_id)
+
+    @property
+    def position(self) -> dict[str, int]:
+        """Where the next micro-batch comes from."""
+        return {"epoch": self.epoch, "index": self.index}
+
+
+def sentence_lengths(batch: Batch, pad_id: int) -> tuple[list[int], list[int]]:
+    """Per-sentence source (with EOS) and target (with BOS) positions, padding excluded."""
+    return batch.src.ne(pad_id).sum(1).tolist(), batch.tgt_out.ne(pad_id).sum(1).tolist()

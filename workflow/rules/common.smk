@@ -4,6 +4,7 @@
 # function that gives several arguments returns them as a list, which {x:q} quotes one by one.
 import os
 import sys
+from typing import NamedTuple
 
 from snakemake.utils import validate
 
@@ -230,30 +231,58 @@ def target_lang(wildcards):
     return languages(wildcards.pair)[1]
 
 
-def table2_inputs(wildcards):
-    return {
-        f"{kind}_{model}_{pair}": path
-        for model in config["table2"]["models"]
-        for pair in config["table2"]["pairs"]
-        for kind, path in (
-            ("score", f"results/scores/{pair}/{model}.test.avg.json"),
-            ("summary", f"runs/{pair}/{model}/summary.json"),
-        )
-    }
+class Option(NamedTuple):
+    """One option of a command line: ``flag``, its ``values``, then the paths of its ``files``
+    (input name -> path). A table's options, built in one loop over the configuration,
+    give both its rule's inputs (``inputs_of``) and its arguments (``args_of``)."""
+
+    flag: str
+    values: tuple
+    files: dict
+
+    def args(self, input):
+        return [self.flag, *self.values, *(input[name] for name in self.files)]
 
 
-def table2_args(wildcards, input):
+def inputs_of(options):
+    """An input function (for unpack): the files of the options ``options()`` gives."""
+
+    def inputs(wildcards):
+        return {name: path for o in options() for name, path in o.files.items()}
+
+    return inputs
+
+
+def args_of(options):
+    """A params function: the options ``options()`` gives, their files taken from the inputs."""
+
+    def args(wildcards, input):
+        return [arg for option in options() for arg in option.args(input)]
+
+    return args
+
+
+def table2_runs():
+    """(pair, model) of every Table 2 cell, in the table's order."""
     return [
-        arg
+        (pair, model)
         for model in config["table2"]["models"]
         for pair in config["table2"]["pairs"]
-        for arg in (
+    ]
+
+
+def table2_options():
+    """Each Table 2 cell's averaged test score and training summary."""
+    return [
+        Option(
             "--result",
-            model,
-            pair,
-            input[f"score_{model}_{pair}"],
-            input[f"summary_{model}_{pair}"],
+            (model, pair),
+            {
+                f"score_{model}_{pair}": f"results/scores/{pair}/{model}.test.avg.json",
+                f"summary_{model}_{pair}": f"runs/{pair}/{model}/summary.json",
+            },
         )
+        for pair, model in table2_runs()
     ]
 
 
@@ -272,11 +301,7 @@ def table3_row_inputs(wildcards):
 
 def trained_runs():
     """(pair, experiment) of every training run, Table 2's, Table 3's, then Table 4's."""
-    runs = [
-        (pair, model)
-        for model in config["table2"]["models"]
-        for pair in config["table2"]["pairs"]
-    ]
+    runs = table2_runs()
     runs += [(TABLE3_PAIR, row) for row in config["table3"]["rows"]]
     runs += [(pair, PARSING_EXPERIMENT) for pair in PARSING_RUNS.values()]
     return list(dict.fromkeys(runs))
@@ -340,64 +365,65 @@ def treebank_input(ext):
     return path
 
 
-def table4_inputs(wildcards):
+def table4_options():
+    """Each Table 4 setting's averaged test EVALB scores and training summary; the treebank."""
     require_table4()
-    return {
-        f"{kind}_{setting}": path
-        for setting, pair in PARSING_RUNS.items()
-        for kind, path in (
-            ("evalb", f"results/evalb/{pair}/{PARSING_EXPERIMENT}.test.avg.json"),
-            ("summary", f"runs/{pair}/{PARSING_EXPERIMENT}/summary.json"),
-        )
-    }
-
-
-def table4_args(wildcards, input):
     results = [
-        arg
-        for setting in PARSING_RUNS
-        for arg in (
+        Option(
             "--result",
-            setting,
-            input[f"evalb_{setting}"],
-            input[f"summary_{setting}"],
+            (setting,),
+            {
+                f"evalb_{setting}": f"results/evalb/{pair}/{PARSING_EXPERIMENT}.test.avg.json",
+                f"summary_{setting}": f"runs/{pair}/{PARSING_EXPERIMENT}/summary.json",
+            },
         )
+        for setting, pair in PARSING_RUNS.items()
     ]
-    return [*results, "--treebank", TABLE4["treebank"]]
+    return results + [Option("--treebank", (TABLE4["treebank"],), {})]
 
 
-def report_inputs(wildcards):
-    inputs = {"table2": "results/table2.md", "table3": "results/table3.md"}
-    if PARSING_RUNS:
-        inputs["table4"] = "results/table4.md"
-    for pair, exp in trained_runs():
-        inputs[f"metrics_{pair}_{exp}"] = f"runs/{pair}/{exp}/metrics.jsonl"
-    for pair in config["table2"]["pairs"]:
-        model = config["table2"]["models"][0]
-        src, tgt = languages(pair)
-        inputs[f"score_{pair}"] = f"results/scores/{pair}/{model}.test.avg.json"
-        inputs[f"hyp_{pair}"] = f"results/translations/{pair}/{model}.test.avg.txt"
-        inputs[f"src_{pair}"] = f"data/{pair}/raw/test.{src}"
-        inputs[f"ref_{pair}"] = f"data/{pair}/raw/test.{tgt}"
-    return inputs
+def tables():
+    """The tables the configuration builds: table2, table3 and, when it can be built, table4."""
+    return ["table2", "table3"] + (["table4"] if PARSING_RUNS else [])
 
 
-def report_args(wildcards, input):
-    args = ["--table", "Table 2", input.table2, "--table", "Table 3", input.table3]
-    if PARSING_RUNS:
-        args += ["--table", "Table 4", input.table4]
-    for pair, exp in trained_runs():
-        args += ["--run", f"{pair}/{exp}", input[f"metrics_{pair}_{exp}"]]
+def report_options():
+    """The tables, every training run's metrics (learning curves), and for each Table 2 pair
+    the first model's test score and a sample of its translations."""
     model = config["table2"]["models"][0]
+    options = [
+        Option(
+            "--table",
+            (f"Table {name.removeprefix('table')}",),
+            {name: f"results/{name}.md"},
+        )
+        for name in tables()
+    ]
+    options += [
+        Option(
+            "--run",
+            (f"{pair}/{exp}",),
+            {f"metrics_{pair}_{exp}": f"runs/{pair}/{exp}/metrics.jsonl"},
+        )
+        for pair, exp in trained_runs()
+    ]
     for pair in config["table2"]["pairs"]:
-        args += ["--score", pair, input[f"score_{pair}"]]
-        args += ["--sample", f"{pair} {model}, newstest2014", input[f"src_{pair}"]]
-        args += [input[f"ref_{pair}"], input[f"hyp_{pair}"]]
-    return args
+        src, tgt = languages(pair)
+        score = f"results/scores/{pair}/{model}.test.avg.json"
+        options += [
+            Option("--score", (pair,), {f"score_{pair}": score}),
+            Option(
+                "--sample",
+                (f"{pair} {model}, newstest2014",),
+                {
+                    f"src_{pair}": f"data/{pair}/raw/test.{src}",
+                    f"ref_{pair}": f"data/{pair}/raw/test.{tgt}",
+                    f"hyp_{pair}": f"results/translations/{pair}/{model}.test.avg.txt",
+                },
+            ),
+        ]
+    return options
 
 
 def all_targets():
-    tables = ["results/table2.csv", "results/table3.csv"] + (
-        ["results/table4.csv"] if PARSING_RUNS else []
-    )
-    return tables + ["results/report.md"]
+    return [f"results/{name}.csv" for name in tables()] + ["results/report.md"]

@@ -35,7 +35,7 @@ rule table3:
 
 rule table2:
     input:
-        unpack(table2_inputs),
+        unpack(inputs_of(table2_options)),
     output:
         csv=report(
             "results/table2.csv",
@@ -48,14 +48,14 @@ rule table2:
     conda:
         ENV
     params:
-        results=table2_args,
+        results=args_of(table2_options),
     shell:
         "transformer-core table2 {params.results:q} --out {output.csv:q} --markdown {output.markdown:q} > {log:q} 2>&1"
 
 
 rule table4:
     input:
-        unpack(table4_inputs),
+        unpack(inputs_of(table4_options)),
     output:
         csv=report(
             "results/table4.csv",
@@ -68,14 +68,14 @@ rule table4:
     conda:
         ENV
     params:
-        results=table4_args,
+        results=args_of(table4_options),
     shell:
         "transformer-core table4 {params.results:q} --out {output.csv:q} --markdown {output.markdown:q} > {log:q} 2>&1"
 
 
 rule report:
     input:
-        unpack(report_inputs),
+        unpack(inputs_of(report_options)),
     output:
         markdown=report(
             "results/report.md",
@@ -92,7 +92,7 @@ rule report:
     conda:
         ENV
     params:
-        args=report_args,
+        args=args_of(report_options),
         scale=config["scale"],
     shell:
         "transformer-core report --scale {params.scale:q} {params.args:q}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 
-from transformer_core.parsing import ROOT_LABEL, Tree
+from transformer_core.parsing.trees import ROOT_LABEL, Tree
 
 # Lexical categories: the part before "_" is the Penn Treebank tag.
 LEXICON: dict[str, tuple[str, ...]] = {

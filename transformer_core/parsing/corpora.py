@@ -26,7 +26,7 @@ from pathlib import Path
 
 from transformer_core.errors import UserError
 from transformer_core.io import atomic_open
-from transformer_core.parsing import POS_PLACEHOLDER, Tree, clean, linearize, parse_trees
+from transformer_core.parsing.trees import POS_PLACEHOLDER, Tree, clean, linearize, parse_trees
 
 SPLITS = ("train", "dev", "test")
 WSJ_SECTIONS = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}

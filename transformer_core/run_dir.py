@@ -1,0 +1,270 @@
+"""A training run's directory: its files, and whether a session starts, resumes or stops.
+
+``RUN_DIR`` holds ``checkpoints/step_NNNNNNN.pt`` (every ``checkpoint_interval`` steps
+and at the last step; the newest ``keep_last`` are kept), ``metrics.jsonl`` (one JSON
+object per log line or dev evaluation), ``summary.json`` (written last: its presence
+means the run finished) and ``last.pt`` (the final checkpoint). A run that cannot
+continue with new settings is moved to ``superseded/N/`` (``supersede``).
+
+``train`` opens the directory in two steps, so that a mistake fails before the data
+is read and the device is set up:
+
+1. ``open_run`` (before the data is read) checks the flags against what the directory
+   holds and loads the newest checkpoint that can be resumed;
+2. ``plan_start`` (once the model config is known from the data) decides: nothing to
+   do (``Start.finished``), resume (``Start.payload``), start over after moving the
+   old run aside (``Start.stale``, done by ``start_over`` on the device), or start fresh.
+
+Rank 0 then writes ``MetricsLog`` lines, ``write_checkpoint`` and, at the end,
+``finish`` (``last.pt`` and the ``run_summary``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from transformer_core import distributed
+from transformer_core.checkpoint import (
+    checkpoint_path,
+    clean_temporaries,
+    link_or_copy,
+    list_checkpoints,
+    newest_loadable,
+    prune_checkpoints,
+    save_checkpoint,
+)
+from transformer_core.config import ModelConfig, TrainConfig
+from transformer_core.distributed import DistContext
+from transformer_core.errors import UserError
+from transformer_core.flops import TokenCounts, paper_method_cost, training_flops
+from transformer_core.io import atomic_write_text
+
+# What a checkpoint needs beyond the model to be continued exactly.
+TRAINING_STATE = ("train_config", "optimizer", "step", "rng", "data", "token_counts")
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """The files of a run directory."""
+
+    out_dir: Path
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.out_dir / "checkpoints"
+
+    @property
+    def metrics(self) -> Path:
+        return self.out_dir / "metrics.jsonl"
+
+    @property
+    def summary(self) -> Path:
+        return self.out_dir / "summary.json"
+
+    @property
+    def last(self) -> Path:
+        return self.out_dir / "last.pt"
+
+
+class MetricsLog:
+    """``metrics.jsonl``: one JSON object per line, appended by rank 0."""
+
+    def __init__(self, path: Path, enabled: bool):
+        self.path, self.enabled = path, enabled
+
+    def truncate_after(self, step: int) -> None:
+        """Drop lines of steps after ``step`` (a killed session's, after its last checkpoint)."""
+        if not self.enabled or not self.path.exists():
+            return
+        kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and json.loads(line).get("step", 0) <= step]
+        atomic_write_text(self.path, "".join(line + "\n" for line in kept))
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.enabled:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+
+def settings_mismatch(payload: dict, model_cfg: ModelConfig, cfg: TrainConfig,
+                      spm_sha256: str | None = None) -> str | None:
+    """Why a run's checkpoint cannot be continued with these settings; None when it can."""
+    stored_spm = payload.get("spm_sha256")
+    if stored_spm and spm_sha256 and stored_spm != spm_sha256:
+        return (f"its data was encoded with another sentencepiece model "
+                f"({payload.get('spm_model', '?')}, sha256 {stored_spm[:12]}; "
+                f"this data's: {spm_sha256[:12]})")
+    # Through ModelConfig: a key added since the checkpoint was written takes its default.
+    stored_model = ModelConfig.from_dict(payload["model_config"]).to_dict()
+    diff = sorted(k for k, v in model_cfg.to_dict().items() if stored_model.get(k) != v)
+    if diff:
+        return (f"its model config differs in {', '.join(diff)} "
+                f"({', '.join(f'{k}={stored_model.get(k)!r}' for k in diff)})")
+    stored = payload["train_config"]
+    diff = [k for k in TrainConfig.TRAJECTORY if stored.get(k) != getattr(cfg, k)]
+    if diff:
+        return f"it was trained with {', '.join(f'{k}={stored.get(k)!r}' for k in diff)}"
+    if int(payload["step"]) > cfg.steps:
+        return f"it is at step {payload['step']}, beyond --steps {cfg.steps}"
+    return None
+
+
+def supersede(paths: RunPaths) -> Path:
+    """Move a run's checkpoints, metrics, summary and last.pt into ``superseded/N/``; returns it.
+
+    Nothing is deleted: a run made with other settings stays readable beside the new one.
+    """
+    root = paths.out_dir / "superseded"
+    number = 1 + max((int(p.name) for p in root.glob("*") if p.name.isdigit()), default=0)
+    target = root / str(number)
+    target.mkdir(parents=True)
+    for path in (paths.checkpoints, paths.metrics, paths.summary, paths.last):
+        if path.exists():
+            path.rename(target / path.name)
+    return target
+
+
+@dataclass(frozen=True)
+class PreviousRun:
+    """What ``open_run`` found in a run directory."""
+
+    paths: RunPaths
+    checkpoints: list[tuple[int, Path]]  # (step, path), oldest first; the newest is ``payload``'s
+    payload: dict | None  # the newest checkpoint that loads (with ``resume`` only), else None
+
+
+def open_run(paths: RunPaths, resume: bool, restart_if_changed: bool) -> PreviousRun:
+    """The run already in ``paths``; a UserError when these flags must leave it alone.
+
+    Without ``resume`` the directory must hold no checkpoint. With it, rank 0 first
+    removes temporary files of killed writes and moves unreadable newest checkpoints
+    aside (``newest_loadable``); a newest checkpoint that loads but holds no training
+    state (an averaged one copied in) is the user's to move: an error naming it.
+    """
+    if restart_if_changed and not resume:
+        raise UserError("--restart-if-changed goes with --resume")
+    existing = list_checkpoints(paths.checkpoints)
+    if existing and not resume:
+        raise UserError(f"{paths.out_dir} already holds checkpoints "
+                        f"(newest {existing[-1][1].name}): pass --resume to continue that run, "
+                        "or choose another --out-dir")
+    if not resume:
+        return PreviousRun(paths, existing, None)
+    main = int(os.environ.get("RANK", "0")) == 0
+    if main:
+        for stale in clean_temporaries(paths.checkpoints) + clean_temporaries(paths.out_dir):
+            print(f"removed {stale}: the temporary file of an interrupted write", file=sys.stderr)
+    existing, payload = newest_loadable(paths.checkpoints, set_aside=main)
+    if payload is not None:
+        missing = [key for key in TRAINING_STATE if key not in payload]
+        if missing:
+            what = ("an averaged checkpoint" if "averaged_from" in payload
+                    else "not a training checkpoint")
+            raise UserError(f"cannot resume from {existing[-1][1]}: it holds no training state "
+                            f"({what}, without {', '.join(missing)}); "
+                            f"move it out of {paths.checkpoints}")
+    return PreviousRun(paths, existing, payload)
+
+
+@dataclass(frozen=True)
+class Start:
+    """How a training session begins (``plan_start``); all None: fresh, at step 0."""
+
+    payload: dict | None = None  # continue from this checkpoint
+    checkpoint: Path | None = None  # the file ``payload`` was read from
+    finished: dict | None = None  # summary of a run finished with these settings: nothing to do
+    stale: str | None = None  # why the previous run cannot continue: ``start_over`` moves it aside
+
+
+def plan_start(previous: PreviousRun, model_cfg: ModelConfig, cfg: TrainConfig,
+               spm_sha256: str | None, restart_if_changed: bool) -> Start:
+    """Finished, resume, start over or fresh, for a session with these settings and flags.
+
+    A finished run (``summary.json`` present, ``cfg.steps`` reached) made with the same
+    settings is left as it is. A run made with other settings (model, data, trajectory)
+    is an error, or, with ``restart_if_changed``, is to be moved aside and training
+    starts over: the workflow's mode, so that editing the configuration retrains.
+    """
+    payload, paths = previous.payload, previous.paths
+    if payload is None:
+        return Start()
+    summary = (json.loads(paths.summary.read_text(encoding="utf-8")) if paths.summary.exists()
+               else {})
+    why = settings_mismatch(payload, model_cfg, cfg, spm_sha256)
+    if why is None and summary.get("steps", 0) >= cfg.steps and int(payload["step"]) >= cfg.steps:
+        return Start(finished=summary)
+    checkpoint = previous.checkpoints[-1][1]
+    if why is None:
+        return Start(payload, checkpoint)
+    if not restart_if_changed:
+        raise UserError(f"cannot resume from {checkpoint}: {why}; pass the same settings "
+                        "(or start a new --out-dir)")
+    return Start(stale=why)
+
+
+def start_over(paths: RunPaths, why: str, ctx: DistContext) -> None:
+    """Rank 0 moves the previous run aside (``supersede``) once every rank has read it."""
+    distributed.barrier(ctx)
+    if ctx.is_main:
+        print(f"{paths.out_dir}: the previous run cannot continue ({why}); moved it to "
+              f"{supersede(paths)} and starting over", file=sys.stderr, flush=True)
+
+
+# -- what a session writes (rank 0) ---------------------------------------------------------------
+
+def write_checkpoint(paths: RunPaths, keep_last: int, model_cfg: ModelConfig, model_state: dict,
+                     **state: Any) -> Path:
+    """Save ``checkpoints/step_NNNNNNN.pt`` of ``state["step"]``, keep the newest ``keep_last``.
+
+    Returns the path written.
+    """
+    path = checkpoint_path(paths.checkpoints, state["step"])
+    save_checkpoint(path, model_cfg, model_state, **state)
+    prune_checkpoints(paths.checkpoints, keep_last)
+    return path
+
+
+def run_summary(experiment: str, model_cfg: ModelConfig, cfg: TrainConfig, *, steps: int,
+                counts: TokenCounts, wall_seconds: float, device: str, devices: int,
+                accumulation: int, precision: str, params: int,
+                metrics: dict[str, Any]) -> dict[str, Any]:
+    """The content of ``summary.json``: what the tables, the FLOPs and the reports read of a run.
+
+    ``metrics`` are the last logged values (``train_loss``, ``train_ppl``, ``dev_loss``,
+    ``dev_ppl``); ``device`` is its name as ``torch.cuda.get_device_name`` spells it, or "cpu".
+    """
+    cost = paper_method_cost(wall_seconds / 3600.0, devices, device)
+    return {
+        "experiment": experiment,
+        "steps": steps,
+        "tokens_src": counts.src_tokens,
+        "tokens_tgt": counts.tgt_tokens,
+        "token_counts": asdict(counts),
+        "wall_seconds": wall_seconds,
+        "device": device,
+        "devices": devices,
+        "accumulation": accumulation,
+        "precision": precision,
+        "final_train_loss": metrics.get("train_loss"),
+        "final_train_ppl": metrics.get("train_ppl"),
+        "dev_loss": metrics.get("dev_loss"),
+        "dev_ppl": metrics.get("dev_ppl"),
+        "params": params,
+        "flops_paper_method": cost["flops"],
+        "flops_paper_method_note": cost["note"],
+        "flops_analytic": training_flops(model_cfg, counts),
+        "model_config": model_cfg.to_dict(),
+        "train_config": cfg.to_dict(),
+    }
+
+
+def finish(paths: RunPaths, summary: dict[str, Any]) -> None:
+    """``last.pt`` becomes the final checkpoint, then ``summary.json`` marks the run finished."""
+    link_or_copy(checkpoint_path(paths.checkpoints, summary["steps"]), paths.last)
+    atomic_write_text(paths.summary, json.dumps(summary, indent=2) + "\n")
