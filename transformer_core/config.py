@@ -18,6 +18,7 @@ from transformer_core.errors import ConfigError, UserError
 
 DEVICES = ("auto", "cpu", "cuda")  # device.resolve_device says what each means
 PRECISIONS = ("auto", "fp32", "bf16")  # device.autocast_dtype says what each means
+INFERENCE_MAX_TOKENS = 4096  # tokens per batch of decoding and of `ppl`: speed and memory only
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
 INITIALIZATIONS = ("xavier", "normal")

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_core import loss
+from transformer_core.config import INFERENCE_MAX_TOKENS
 from transformer_core.data.batching import TokenBucketSampler, collate
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.errors import UserError
@@ -102,7 +103,7 @@ def dataset_batches(dataset: ParallelDataset, max_tokens: int, pad_id: int, bos_
         yield batch.src, batch.tgt_in, batch.tgt_out
 
 
-def dataset_perplexity(model: nn.Module, prefix: str | os.PathLike, max_tokens: int = 4096,
+def dataset_perplexity(model: nn.Module, prefix: str | os.PathLike, max_tokens: int = INFERENCE_MAX_TOKENS,
                        autocast: torch.dtype | None = None) -> Perplexity:
     """Perplexity of ``model`` on the binarized split ``prefix``."""
     cfg = model.cfg

@@ -20,7 +20,7 @@ from typing import TextIO
 import torch
 from torch import nn
 
-from transformer_core.config import DecodeOptions
+from transformer_core.config import INFERENCE_MAX_TOKENS, DecodeOptions
 from transformer_core.device import inference_model
 from transformer_core.errors import UserError
 from transformer_core.search import beam_search
@@ -70,7 +70,7 @@ class Progress:
 
 
 def translate_ids(model: nn.Module, sources: Sequence[Sequence[int]], options: DecodeOptions,
-                  max_tokens: int = 4096, autocast: torch.dtype | None = None,
+                  max_tokens: int = INFERENCE_MAX_TOKENS, autocast: torch.dtype | None = None,
                   on_batch: Callable[[int, int], None] | None = None) -> list[list[int]]:
     """Best output ids (no BOS/EOS) for each source id list (pieces only, EOS is appended here).
 
@@ -134,7 +134,7 @@ def encode_lines(model: nn.Module, sp, lines: Sequence[str], source_name: str) -
 
 
 def translate_lines(model: nn.Module, sp, lines: Sequence[str], options: DecodeOptions,
-                    max_tokens: int = 4096, autocast: torch.dtype | None = None,
+                    max_tokens: int = INFERENCE_MAX_TOKENS, autocast: torch.dtype | None = None,
                     source_name: str = "input", progress: Progress | None = None) -> list[str]:
     """Detokenized best output for each input line, in input order (empty in, empty out)."""
     sources = encode_lines(model, sp, lines, source_name)

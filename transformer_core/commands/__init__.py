@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_core.config import DEVICES, PRECISIONS
+from transformer_core.config import DEVICES, INFERENCE_MAX_TOKENS, PRECISIONS
 
 PRECISION_HELP = ("auto: bf16 autocast where the device computes bf16 natively (CUDA GPUs with bf16, "
                   "CPUs with AVX512-BF16 or AMX), fp32 elsewhere; fp32: exact fp32; bf16: bf16 autocast, "
@@ -31,3 +31,12 @@ def add_device_arguments(parser: argparse.ArgumentParser, precision_default: str
                         help=f"{PRECISION_HELP} (default: {shown}{precision_note})")
     parser.add_argument("--num-threads", type=int, default=None,
                         help="CPU threads for torch (default: torch's choice)")
+
+
+def add_inference_arguments(parser: argparse.ArgumentParser, batched: str, mismatch_help: str,
+                            precision_default: str, precision_note: str) -> None:
+    """--max-tokens, --allow-vocab-mismatch and the device arguments of the commands that run a checkpoint."""
+    parser.add_argument("--max-tokens", type=int, default=INFERENCE_MAX_TOKENS,
+                        help=f"{batched} per batch, padding included (default: {INFERENCE_MAX_TOKENS})")
+    parser.add_argument("--allow-vocab-mismatch", action="store_true", help=mismatch_help)
+    add_device_arguments(parser, precision_default, precision_note)

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from transformer_core.commands import add_device_arguments
+from transformer_core.commands import add_inference_arguments
 
 HELP = "Perplexity per target word piece (no label smoothing) of a checkpoint on a binarized split."
 
@@ -15,12 +15,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", required=True, help="model checkpoint (.pt)")
     parser.add_argument("--data", required=True, help="binarized split prefix (PREFIX.json, PREFIX.src.bin, ...)")
     parser.add_argument("--out", required=True, help="JSON file to write")
-    parser.add_argument("--max-tokens", type=int, default=4096,
-                        help="tokens per batch and side, padding included (default: 4096)")
-    parser.add_argument("--allow-vocab-mismatch", action="store_true",
-                        help="score even though the data was encoded with another sentencepiece model "
-                             "(sha256) than the checkpoint's training data")
-    add_device_arguments(parser, "fp32", ": the reported number, and cheap")
+    add_inference_arguments(parser, "tokens of each side",
+                            "score even though the data was encoded with another sentencepiece model "
+                            "(sha256) than the checkpoint's training data",
+                            "fp32", ": the reported number, and cheap")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from transformer_core.commands import add_device_arguments
+from transformer_core.commands import add_inference_arguments
 from transformer_core.config import DecodeOptions
 
 HELP = "Decode a text file line by line with beam search (sentencepiece in and out, order kept)."
@@ -26,12 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default a: {paper.max_len_a})")
     parser.add_argument("--max-len-b", type=int, default=paper.max_len_b,
                         help=f"(default b: {paper.max_len_b})")
-    parser.add_argument("--max-tokens", type=int, default=4096,
-                        help="source tokens per batch, padding included (default: 4096)")
-    parser.add_argument("--allow-vocab-mismatch", action="store_true",
-                        help="decode even though the checkpoint records another sentencepiece model "
-                             "(its sha256) than --spm")
-    add_device_arguments(parser, "auto", "; scores stay fp32")
+    add_inference_arguments(parser, "source tokens",
+                            "decode even though the checkpoint records another sentencepiece model "
+                            "(its sha256) than --spm",
+                            "auto", "; scores stay fp32")
 
 
 def run(args: argparse.Namespace) -> int:
