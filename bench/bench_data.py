@@ -10,7 +10,8 @@
    ``resource.getrusage(RUSAGE_SELF).ru_maxrss``. Streaming means the two
    peaks are about equal.
 
-Usage: python bench/bench_data.py [--quick] [--workers N] [--shared-data DIR] [--out FILE.json]
+Usage, from the repository root (``bench`` is a package):
+python -m bench.bench_data [--quick] [--workers N] [--shared-data DIR] [--out FILE.json]
 (default output: bench/results/bench_data.json, git-ignored)
 ``--quick`` uses slices (seconds instead of minutes) to check the benchmark runs.
 Needs ../shared/data (or --shared-data / TRANSFORMER_CORE_SHARED_DATA).
@@ -28,19 +29,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.shared_data import SHARED_DATA
+from transformer_core.data import bpe
+from transformer_core.data.binarized import binarize
+from transformer_core.data.prepare import PrepareSettings, prepare_corpus
+from transformer_core.io import read_lines
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from transformer_core.data import bpe  # noqa: E402
-from transformer_core.data.binarized import binarize  # noqa: E402
-from transformer_core.data.prepare import PrepareSettings, prepare_corpus  # noqa: E402
-from transformer_core.io import read_lines  # noqa: E402
-
 MEMORY_CHILD = """
 import resource, sys
-sys.path.insert(0, sys.argv[1])
 from transformer_core.data.binarized import binarize
-header = binarize(*sys.argv[2:6])
+header = binarize(*sys.argv[1:5])
 print(header["num_sentences"], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
@@ -99,7 +98,7 @@ def binarize_peak_memory(
         write_lines(folder / f"x{repeat}.tgt", tgt * repeat)
         start = time.perf_counter()
         out = subprocess.run(
-            [sys.executable, "-c", MEMORY_CHILD, str(REPO), str(folder / "bpe.model"),
+            [sys.executable, "-c", MEMORY_CHILD, str(folder / "bpe.model"),
              str(folder / f"x{repeat}.src"), str(folder / f"x{repeat}.tgt"), str(folder / f"bin{repeat}")],
             check=True, capture_output=True, text=True,
         )  # fmt: skip
@@ -129,9 +128,7 @@ def main() -> int:
     parser.add_argument(
         "--shared-data",
         type=Path,
-        default=Path(
-            os.environ.get("TRANSFORMER_CORE_SHARED_DATA", REPO.parent / "shared" / "data")
-        ),
+        default=SHARED_DATA,
     )
     parser.add_argument("--workers", type=int, default=1, help="prepare worker processes")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "bench_data.json")
@@ -145,7 +142,9 @@ def main() -> int:
         read_lines(data / "wmt_train_sample_opennmt" / f"{s}-train.txt", limit=limit)
         for s in ("src", "tgt")
     ]
-    m30k = [read_lines(data / "multi30k" / f"train.{lang}.gz", limit=limit) for lang in ("en", "de")]
+    m30k = [
+        read_lines(data / "multi30k" / f"train.{lang}.gz", limit=limit) for lang in ("en", "de")
+    ]
     repeats = [1, 5] if args.quick else [1, 10]
 
     results: dict = {

@@ -20,8 +20,10 @@ source's length. Source lengths are the newstest2014 English word counts times
 there ($TRANSFORMER_CORE_SHARED_DATA, default ../shared/data), else random
 lengths of about the same range.
 
-    python bench/bench_decode.py                 # full measurement, about 1 minute on 2 CPU threads
-    python bench/bench_decode.py --quick         # one run per side, a smoke check
+Run from the repository root (``bench`` is a package):
+
+    python -m bench.bench_decode                 # full measurement, about 1 minute on 2 CPU threads
+    python -m bench.bench_decode --quick         # one run per side, a smoke check
 Writes bench/results/decode.json (or --out).
 """
 
@@ -40,22 +42,29 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.shared_data import SHARED_DATA
+from transformer_core.config import DecodeOptions, ModelConfig
+from transformer_core.device import cpu_has_native_bf16, inference_model
+from transformer_core.model import Transformer
+from transformer_core.search import beam_search_nbest
+from transformer_core.translate import translate_ids
 
-from transformer_core.config import DecodeOptions, ModelConfig  # noqa: E402
-from transformer_core.device import cpu_has_native_bf16, inference_model  # noqa: E402
-from transformer_core.model import Transformer  # noqa: E402
-from transformer_core.search import beam_search_nbest  # noqa: E402
-from transformer_core.translate import translate_ids  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SHAPES = {
-    "tiny": dict(vocab_size=8000, encoder_layers=2, decoder_layers=2, d_model=128, d_ff=512, h=4,
-                 d_k=32, d_v=32),
+    "tiny": dict(
+        vocab_size=8000,
+        encoder_layers=2,
+        decoder_layers=2,
+        d_model=128,
+        d_ff=512,
+        h=4,
+        d_k=32,
+        d_v=32,
+    ),
     "base": dict(vocab_size=37000),
 }
 BATCH, SRC_LEN, OUT_LEN, BEAM = 32, 30, 30, 4
-SHARED_DATA = Path(os.environ.get("TRANSFORMER_CORE_SHARED_DATA", ROOT.parent / "shared" / "data"))
 NEWSTEST2014 = SHARED_DATA / "wmt" / "newstest2014-deen-full.en"
 
 
@@ -69,13 +78,25 @@ def marian_model(shape: str):
 
     cfg = ModelConfig(**SHAPES[shape])
     config = MarianConfig(
-        vocab_size=cfg.vocab_size, d_model=cfg.d_model, encoder_layers=cfg.encoder_layers,
-        decoder_layers=cfg.decoder_layers, encoder_attention_heads=cfg.h,
-        decoder_attention_heads=cfg.h, encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff,
-        activation_function="relu", scale_embedding=True, max_position_embeddings=cfg.max_positions,
-        dropout=0.0, pad_token_id=cfg.pad_id, eos_token_id=cfg.eos_id, bos_token_id=cfg.bos_id,
-        decoder_start_token_id=cfg.bos_id, forced_eos_token_id=None,
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
+        vocab_size=cfg.vocab_size,
+        d_model=cfg.d_model,
+        encoder_layers=cfg.encoder_layers,
+        decoder_layers=cfg.decoder_layers,
+        encoder_attention_heads=cfg.h,
+        decoder_attention_heads=cfg.h,
+        encoder_ffn_dim=cfg.d_ff,
+        decoder_ffn_dim=cfg.d_ff,
+        activation_function="relu",
+        scale_embedding=True,
+        max_position_embeddings=cfg.max_positions,
+        dropout=0.0,
+        pad_token_id=cfg.pad_id,
+        eos_token_id=cfg.eos_id,
+        bos_token_id=cfg.bos_id,
+        decoder_start_token_id=cfg.bos_id,
+        forced_eos_token_id=None,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True,
     )
     torch.manual_seed(0)
     return MarianMTModel(config).eval()
@@ -112,8 +133,15 @@ def run_ours_fn(ours: Transformer, src: torch.Tensor, precision: str):
 
     def run_ours():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            hyps = beam_search_nbest(model, src, beam_size=BEAM, alpha=0.6, max_len_a=0.0,
-                                     max_len_b=OUT_LEN, min_len=OUT_LEN)
+            hyps = beam_search_nbest(
+                model,
+                src,
+                beam_size=BEAM,
+                alpha=0.6,
+                max_len_a=0.0,
+                max_len_b=OUT_LEN,
+                min_len=OUT_LEN,
+            )
         assert all(len(h[0].tokens) == OUT_LEN for h in hyps)
 
     return run_ours
@@ -128,20 +156,38 @@ def bench_cpu_shape(shape: str, repeats: int, precision: str) -> dict:
     mask = torch.ones_like(src)
 
     def run_peer():
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            out = peer.generate(input_ids=src, attention_mask=mask, num_beams=BEAM, do_sample=False,
-                                min_new_tokens=OUT_LEN, max_new_tokens=OUT_LEN, length_penalty=0.6,
-                                early_stopping=False)
+        with (
+            torch.inference_mode(),
+            torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"),
+        ):
+            out = peer.generate(
+                input_ids=src,
+                attention_mask=mask,
+                num_beams=BEAM,
+                do_sample=False,
+                min_new_tokens=OUT_LEN,
+                max_new_tokens=OUT_LEN,
+                length_penalty=0.6,
+                early_stopping=False,
+            )
         assert out.shape[1] == OUT_LEN + 1  # decoder start token + 30
 
     best = best_times({"ours": run_ours, "marian": run_peer}, repeats)
     ours_s, peer_s = best["ours"], best["marian"]
     return {
-        "shape": shape, "precision": precision, **SHAPES[shape], "batch": BATCH, "source_tokens": SRC_LEN,
-        "output_tokens": OUT_LEN, "beam": BEAM,
-        "ours_parameters": trainable(ours), "marian_parameters": trainable(peer),
-        "ours_seconds": ours_s, "marian_seconds": peer_s,
-        "ours_target_tokens_per_s": tokens / ours_s, "marian_target_tokens_per_s": tokens / peer_s,
+        "shape": shape,
+        "precision": precision,
+        **SHAPES[shape],
+        "batch": BATCH,
+        "source_tokens": SRC_LEN,
+        "output_tokens": OUT_LEN,
+        "beam": BEAM,
+        "ours_parameters": trainable(ours),
+        "marian_parameters": trainable(peer),
+        "ours_seconds": ours_s,
+        "marian_seconds": peer_s,
+        "ours_target_tokens_per_s": tokens / ours_s,
+        "marian_target_tokens_per_s": tokens / peer_s,
         "speedup": peer_s / ours_s,
     }
 
@@ -154,8 +200,13 @@ def newstest_lengths(n: int = 3003) -> tuple[list[int], str]:
     return [rng.randint(3, 80) for _ in range(n)], "random lengths 3..80 (shared data absent)"
 
 
-def bench_file_decoding(max_tokens: int, n: int, device: str = "cuda", shape: str = "base",
-                        autocast: torch.dtype | None = torch.bfloat16) -> dict:
+def bench_file_decoding(
+    max_tokens: int,
+    n: int,
+    device: str = "cuda",
+    shape: str = "base",
+    autocast: torch.dtype | None = torch.bfloat16,
+) -> dict:
     """Decode n newstest2014-length sources through translate_ids; outputs as long as sources."""
     model = our_model(shape).to(device)
     lengths, origin = newstest_lengths(n)
@@ -173,33 +224,55 @@ def bench_file_decoding(max_tokens: int, n: int, device: str = "cuda", shape: st
     tokens = sum(len(o) for o in outs)
     assert tokens == sum(lengths), "every output as long as its source"
     return {
-        "shape": shape, "sentences": len(srcs), "source_lengths": origin, "target_tokens": tokens,
-        "max_tokens": max_tokens, "beam": BEAM, "precision": str(autocast or torch.float32),
-        "seconds": seconds, "target_tokens_per_s": tokens / seconds,
+        "shape": shape,
+        "sentences": len(srcs),
+        "source_lengths": origin,
+        "target_tokens": tokens,
+        "max_tokens": max_tokens,
+        "beam": BEAM,
+        "precision": str(autocast or torch.float32),
+        "seconds": seconds,
+        "target_tokens_per_s": tokens / seconds,
         "device": torch.cuda.get_device_name() if device == "cuda" else platform.processor(),
     }
 
 
 def peak_rss_of_decoding(shape: str, precision: str, threads: int) -> float:
     """Peak RSS (MiB) of a fresh process that builds our model for ``shape`` and decodes the batch once."""
-    code = (f"import resource, sys, torch; sys.path.insert(0, {str(ROOT / 'bench')!r}); import bench_decode as b; "
-            f"torch.set_num_threads({threads}); m = b.our_model({shape!r}); "
-            f"b.run_ours_fn(m, b.sources(b.SHAPES[{shape!r}]['vocab_size']), {precision!r})(); "
-            f"print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    code = (
+        "import resource, torch; from bench import bench_decode as b; "
+        f"torch.set_num_threads({threads}); m = b.our_model({shape!r}); "
+        f"b.run_ours_fn(m, b.sources(b.SHAPES[{shape!r}]['vocab_size']), {precision!r})(); "
+        f"print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
     return int(out.stdout.split()[-1]) / 1024  # ru_maxrss is KiB on Linux
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one timed run per side: a smoke check")
+    parser.add_argument(
+        "--quick", action="store_true", help="one timed run per side: a smoke check"
+    )
     parser.add_argument("--shapes", default="tiny,base", help="comma-separated, of: tiny, base")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
-    parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"],
-                        help="default: fp32, and bf16 where this CPU computes it natively")
-    parser.add_argument("--memory", action="store_true", help="also the peak RSS of our decoding (fresh processes)")
-    parser.add_argument("--gpu-max-tokens", type=int, default=8192,
-                        help="source tokens per batch in the GPU section (default: 8192)")
+    parser.add_argument(
+        "--precisions",
+        nargs="+",
+        choices=["fp32", "bf16"],
+        help="default: fp32, and bf16 where this CPU computes it natively",
+    )
+    parser.add_argument(
+        "--memory", action="store_true", help="also the peak RSS of our decoding (fresh processes)"
+    )
+    parser.add_argument(
+        "--gpu-max-tokens",
+        type=int,
+        default=8192,
+        help="source tokens per batch in the GPU section (default: 8192)",
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "decode.json"))
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -207,13 +280,18 @@ def main(argv: list[str] | None = None) -> int:
     precisions = args.precisions or (["fp32", "bf16"] if cpu_has_native_bf16() else ["fp32"])
     result = {
         "benchmark": "beam-4 decoding, target tokens per second",
-        "torch": torch.__version__, "python": platform.python_version(),
-        "machine": platform.machine(), "threads": args.threads, "quick": args.quick,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "threads": args.threads,
+        "quick": args.quick,
         "cpu_native_bf16": cpu_has_native_bf16(),
-        "load_average_before": os.getloadavg(), "cpu": [],
+        "load_average_before": os.getloadavg(),
+        "cpu": [],
     }
     try:
         import transformers
+
         result["transformers"] = transformers.__version__
     except ImportError:
         print("bench_decode: pip install transformers (the peer) first", file=sys.stderr)
@@ -222,10 +300,15 @@ def main(argv: list[str] | None = None) -> int:
         for precision in precisions:
             row = bench_cpu_shape(shape, repeats, precision)
             if args.memory:
-                row["ours_peak_rss_mib"] = round(peak_rss_of_decoding(shape, precision, args.threads), 1)
+                row["ours_peak_rss_mib"] = round(
+                    peak_rss_of_decoding(shape, precision, args.threads), 1
+                )
             result["cpu"].append(row)
-            print(f"cpu {shape} {precision}: ours {row['ours_target_tokens_per_s']:.0f} tok/s, marian "
-                  f"{row['marian_target_tokens_per_s']:.0f} tok/s, x{row['speedup']:.2f}", flush=True)
+            print(
+                f"cpu {shape} {precision}: ours {row['ours_target_tokens_per_s']:.0f} tok/s, marian "
+                f"{row['marian_target_tokens_per_s']:.0f} tok/s, x{row['speedup']:.2f}",
+                flush=True,
+            )
     if torch.cuda.is_available():
         result["gpu"] = bench_file_decoding(args.gpu_max_tokens, 300 if args.quick else 3003)
         print(f"gpu base bf16: {result['gpu']['target_tokens_per_s']:.0f} tok/s", flush=True)

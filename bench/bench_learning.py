@@ -20,13 +20,13 @@ the learning rate, the warmup; ``NAME@SEED`` trains a variant with another seed.
 own BPE 8000, HF beam 4) as a subprocess for the same steps, on the same device; its dev NLL is
 taken at its epoch ends and at the last step.
 
-    # data: the workflow's Multi30k data folder
+    # from the repository root (``bench`` is a package); data: the workflow's Multi30k data folder
     snakemake data/en_de/bin/train.json data/en_de/bin/dev.json data/en_de/bin/test.json \\
         --cores 2 --configfile=config/multi30k.yaml --config mirror=../shared/data
-    python bench/bench_learning.py --data data/en_de --make-extra --variants normal_warmup200 peer --threads 2
-    python bench/bench_learning.py --data data/en_de --device cuda --parallel 12 --threads 1  # all, one GPU
-    python bench/bench_learning.py --data data/en_de --variants normal@2 normal@3   # other seeds
-    python bench/bench_learning.py --data data/en_de --variants normal_warmup200 peer --steps 100 --no-decode
+    python -m bench.bench_learning --data data/en_de --make-extra --variants normal_warmup200 peer --threads 2
+    python -m bench.bench_learning --data data/en_de --device cuda --parallel 12 --threads 1  # all, one GPU
+    python -m bench.bench_learning --data data/en_de --variants normal@2 normal@3   # other seeds
+    python -m bench.bench_learning --data data/en_de --variants normal_warmup200 peer --steps 100 --no-decode
 
 Variants that need files beyond the workflow's (``nofilter``: ``EXTRA/bin_nofilter/train``;
 test_2017_flickr: ``EXTRA/test17.src`` and ``EXTRA/test17.de``) read them from ``--extra``;
@@ -51,6 +51,8 @@ from typing import Any
 
 import yaml
 
+from bench.shared_data import SHARED_DATA
+
 ROOT = Path(__file__).resolve().parents[1]
 PEER_DIR = ROOT.parent / "shared" / "peers"
 WINDOWS = (1, 2, 3, 5)  # checkpoints averaged (1: the last alone)
@@ -65,14 +67,20 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "xavier": {"model": {"init": "xavier"}},
     "normal": {"model": {"init": "normal"}},
     "xavier_small_embedding": {"model": {"init": "xavier"}, "embedding_std": 0.02},
-    "normal_large_embedding": {"model": {"init": "normal"}, "embedding_std": 256 ** -0.5},
+    "normal_large_embedding": {"model": {"init": "normal"}, "embedding_std": 256**-0.5},
     "normal_nofilter": {"model": {"init": "normal"}, "train_data": "nofilter"},
-    "normal_tokens4200": {"model": {"init": "normal"}, "train": {"max_tokens": 4200, "tokens_per_step": 4200}},
+    "normal_tokens4200": {
+        "model": {"init": "normal"},
+        "train": {"max_tokens": 4200, "tokens_per_step": 4200},
+    },
     "normal_heads4": {"model": {"init": "normal", "h": 4, "d_k": 64, "d_v": 64}},
     "normal_lr0.7": {"model": {"init": "normal"}, "train": {"lr_scale": 0.7}},
     "normal_lr1.0": {"model": {"init": "normal"}, "train": {"lr_scale": 1.0}},
     "normal_warmup200": {"model": {"init": "normal"}, "train": {"warmup": 200}},
-    "normal_lr0.7_warmup200": {"model": {"init": "normal"}, "train": {"lr_scale": 0.7, "warmup": 200}},
+    "normal_lr0.7_warmup200": {
+        "model": {"init": "normal"},
+        "train": {"lr_scale": 0.7, "warmup": 200},
+    },
     "peer": {},
 }
 
@@ -95,15 +103,20 @@ def scale_settings(config_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
     config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
     rule = config["scale_rule"]
-    model = {**scaled_model_overrides("base", rule["width_divisor"], rule.get("layer_divisor", 1)),
-             **config.get("model", {})}
+    model = {
+        **scaled_model_overrides("base", rule["width_divisor"], rule.get("layer_divisor", 1)),
+        **config.get("model", {}),
+    }
     train = dict(config["train"])
-    train["steps"] = config["models"]["base"].get("steps") or scaled_steps("base", rule["step_divisor"])
+    train["steps"] = config["models"]["base"].get("steps") or scaled_steps(
+        "base", rule["step_divisor"]
+    )
     train["checkpoint_interval"] = config["models"]["base"]["checkpoint_interval"]
     return model, train
 
 
 # -- one variant of the project --------------------------------------------------------------------
+
 
 def worker(spec: dict[str, Any]) -> None:
     """Train one variant in this process (``embedding_std`` re-draws the shared embedding)."""
@@ -122,8 +135,16 @@ def worker(spec: dict[str, Any]) -> None:
 
         Transformer.reset_parameters = reset_with_embedding
     cfg = TrainConfig(**spec["train"])
-    train(spec["train_prefix"], spec["out_dir"], "base", cfg, model_overrides=spec["model"],
-          dev_prefix=spec["dev_prefix"], resume=True, restart_if_changed=True)
+    train(
+        spec["train_prefix"],
+        spec["out_dir"],
+        "base",
+        cfg,
+        model_overrides=spec["model"],
+        dev_prefix=spec["dev_prefix"],
+        resume=True,
+        restart_if_changed=True,
+    )
 
 
 def count_words(path: Path) -> int:
@@ -139,39 +160,81 @@ def dev_tokens(dev_prefix: Path) -> int:
 
 
 def score(hyp: Path, ref: Path, out: Path, log: Path) -> dict[str, Any]:
-    run([sys.executable, "-m", "transformer_core", "score", "--hyp", str(hyp), "--ref", str(ref),
-         "--lang", "de", "--out", str(out)], log)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "transformer_core",
+            "score",
+            "--hyp",
+            str(hyp),
+            "--ref",
+            str(ref),
+            "--lang",
+            "de",
+            "--out",
+            str(out),
+        ],
+        log,
+    )
     result = json.loads(out.read_text(encoding="utf-8"))
-    return {"sacrebleu": result["sacrebleu"], "bleu_paper_style": result["bleu_paper_style"],
-            "length_ratio": round(result["sacrebleu_stats"]["ratio"], 4)}
+    return {
+        "sacrebleu": result["sacrebleu"],
+        "bleu_paper_style": result["bleu_paper_style"],
+        "length_ratio": round(result["sacrebleu_stats"]["ratio"], 4),
+    }
 
 
 def variant_name(text: str) -> str:
     """``NAME`` or ``NAME@SEED`` (the variant trained with another seed), checked against VARIANTS."""
     name, _, seed = text.partition("@")
     if name not in VARIANTS or (seed and (not seed.isdigit() or name == "peer")):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME or NAME@SEED, NAME one of {', '.join(VARIANTS)}")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected NAME or NAME@SEED, NAME one of {', '.join(VARIANTS)}"
+        )
     return text
 
 
-def project_variant(name: str, args: argparse.Namespace, base_model: dict, base_train: dict) -> dict[str, Any]:
+def project_variant(
+    name: str, args: argparse.Namespace, base_model: dict, base_train: dict
+) -> dict[str, Any]:
     base_name, _, seed = name.partition("@")
     variant = VARIANTS[base_name]
     run_dir = args.runs / name
     log = run_dir / "bench.log"
     data, extra = args.data, args.extra
-    train_prefix = extra / "bin_nofilter" / "train" if variant.get("train_data") == "nofilter" else data / "bin" / "train"
-    train_settings = {**base_train, **START, **variant.get("train", {}), **({"seed": int(seed)} if seed else {}),
-                      "steps": args.steps, "keep_last": max(WINDOWS),
-                      "log_interval": 50, "device": args.device, "precision": args.precision,
-                      "num_threads": args.threads}
-    spec = {"train": train_settings, "model": {**base_model, **variant.get("model", {})},
-            "embedding_std": variant.get("embedding_std"), "train_prefix": str(train_prefix),
-            "dev_prefix": str(data / "bin" / "dev"), "out_dir": str(run_dir)}
+    train_prefix = (
+        extra / "bin_nofilter" / "train"
+        if variant.get("train_data") == "nofilter"
+        else data / "bin" / "train"
+    )
+    train_settings = {
+        **base_train,
+        **START,
+        **variant.get("train", {}),
+        **({"seed": int(seed)} if seed else {}),
+        "steps": args.steps,
+        "keep_last": max(WINDOWS),
+        "log_interval": 50,
+        "device": args.device,
+        "precision": args.precision,
+        "num_threads": args.threads,
+    }
+    spec = {
+        "train": train_settings,
+        "model": {**base_model, **variant.get("model", {})},
+        "embedding_std": variant.get("embedding_std"),
+        "train_prefix": str(train_prefix),
+        "dev_prefix": str(data / "bin" / "dev"),
+        "out_dir": str(run_dir),
+    }
     started = time.perf_counter()
-    run([sys.executable, __file__, "worker", json.dumps(spec)], log)
+    run([sys.executable, "-m", "bench.bench_learning", "worker", json.dumps(spec)], log)
     train_seconds = time.perf_counter() - started
-    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    metrics = [
+        json.loads(line)
+        for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     train_records = [m for m in metrics if m["event"] == "train"]
     dev_records = [m for m in metrics if m["event"] == "dev"]
     words = count_words(data / "raw" / "dev.de")
@@ -180,20 +243,48 @@ def project_variant(name: str, args: argparse.Namespace, base_model: dict, base_
     def decode(checkpoint: Path, source: Path, ref: Path, tag: str) -> dict[str, Any]:
         hyp = run_dir / "hyp" / f"{tag}.txt"
         hyp.parent.mkdir(parents=True, exist_ok=True)
-        run([sys.executable, "-m", "transformer_core", "translate", "--checkpoint", str(checkpoint),
-             "--spm", str(data / "spm.model"), "--input", str(source), "--output", str(hyp),
-             "--beam", "4", "--alpha", str(args.alpha), "--max-len-a", "1.0", "--max-len-b", "50",
-             "--device", args.device, "--precision", args.decode_precision,
-             *(["--num-threads", str(args.threads)] if args.threads else [])], log)
+        run(
+            [
+                sys.executable,
+                "-m",
+                "transformer_core",
+                "translate",
+                "--checkpoint",
+                str(checkpoint),
+                "--spm",
+                str(data / "spm.model"),
+                "--input",
+                str(source),
+                "--output",
+                str(hyp),
+                "--beam",
+                "4",
+                "--alpha",
+                str(args.alpha),
+                "--max-len-a",
+                "1.0",
+                "--max-len-b",
+                "50",
+                "--device",
+                args.device,
+                "--precision",
+                args.decode_precision,
+                *(["--num-threads", str(args.threads)] if args.threads else []),
+            ],
+            log,
+        )
         return score(hyp, ref, run_dir / "hyp" / f"{tag}.json", log)
 
     result = {
-        "variant": name, "settings": {**START, **variant, **({"seed": int(seed)} if seed else {})},
+        "variant": name,
+        "settings": {**START, **variant, **({"seed": int(seed)} if seed else {})},
         "train_seconds_with_dev_evals": round(train_seconds, 1),
         "tgt_tokens_per_s": [round(r["tgt_tokens_per_s"]) for r in train_records],
         "train_loss": {r["step"]: round(r["loss"], 4) for r in train_records},
         "dev_ppl": {r["step"]: round(r["dev_ppl"], 3) for r in dev_records},
-        "dev_ppl_per_word": {r["step"]: round(math.exp(r["dev_loss"] * tokens / words), 3) for r in dev_records},
+        "dev_ppl_per_word": {
+            r["step"]: round(math.exp(r["dev_loss"] * tokens / words), 3) for r in dev_records
+        },
         "dev_loss_wrong_src": {r["step"]: round(r["dev_loss_wrong_src"], 4) for r in dev_records},
     }
     if args.no_decode:
@@ -204,23 +295,52 @@ def project_variant(name: str, args: argparse.Namespace, base_model: dict, base_
             checkpoints[window] = run_dir / "last.pt"
         else:
             checkpoints[window] = run_dir / f"avg{window}.pt"
-            run([sys.executable, "-m", "transformer_core", "average", "--run-dir", str(run_dir), "--last",
-                 str(window), "--out", str(checkpoints[window])], log)
-    val = {window: decode(checkpoints[window], data / "prepared" / "dev.src", data / "raw" / "dev.de",
-                          f"val.avg{window}") for window in WINDOWS}
+            run(
+                [
+                    sys.executable,
+                    "-m",
+                    "transformer_core",
+                    "average",
+                    "--run-dir",
+                    str(run_dir),
+                    "--last",
+                    str(window),
+                    "--out",
+                    str(checkpoints[window]),
+                ],
+                log,
+            )
+    val = {
+        window: decode(
+            checkpoints[window],
+            data / "prepared" / "dev.src",
+            data / "raw" / "dev.de",
+            f"val.avg{window}",
+        )
+        for window in WINDOWS
+    }
     chosen = max(WINDOWS, key=lambda w: (val[w]["sacrebleu"], -w))
-    tests = {"test_2016_flickr": (data / "prepared" / "test.src", data / "raw" / "test.de"),
-             "test_2017_flickr": (extra / "test17.src", extra / "test17.de")}
+    tests = {
+        "test_2016_flickr": (data / "prepared" / "test.src", data / "raw" / "test.de"),
+        "test_2017_flickr": (extra / "test17.src", extra / "test17.de"),
+    }
     test = {}
     for window in sorted({1, chosen}):
         for test_name, (source, ref) in tests.items():
             if source.exists():
-                test[f"{test_name}.avg{window}"] = decode(checkpoints[window], source, ref,
-                                                          f"{test_name}.avg{window}")
-    return {**result, "val_bleu_by_window": {w: val[w] for w in WINDOWS}, "chosen_window": chosen, "test": test}
+                test[f"{test_name}.avg{window}"] = decode(
+                    checkpoints[window], source, ref, f"{test_name}.avg{window}"
+                )
+    return {
+        **result,
+        "val_bleu_by_window": {w: val[w] for w in WINDOWS},
+        "chosen_window": chosen,
+        "test": test,
+    }
 
 
 # -- the peer --------------------------------------------------------------------------------------
+
 
 def peer_variant(args: argparse.Namespace) -> dict[str, Any]:
     """The HF Marian peer for the same steps; on CUDA by making it the default device."""
@@ -230,28 +350,64 @@ def peer_variant(args: argparse.Namespace) -> dict[str, Any]:
     prelude = "import torch, runpy, sys; "
     if args.device == "cuda":
         prelude += "torch.set_default_device('cuda'); "
-    code = prelude + f"sys.argv = sys.argv[1:]; runpy.run_path({str(script)!r}, run_name='__main__')"
+    code = (
+        prelude + f"sys.argv = sys.argv[1:]; runpy.run_path({str(script)!r}, run_name='__main__')"
+    )
     result = out_dir / "result.json"
     started = time.perf_counter()
-    run([sys.executable, "-c", code, str(script), "--data", str(args.multi30k), "--work", str(out_dir / "work"),
-         "--out", str(result), "--hyp-dir", str(out_dir / "hyps"), "--max-steps", str(args.steps),
-         "--budget-min", "100000", "--no-greedy", "--threads", str(args.threads or 2),
-         *(["--decode-limit", str(args.peer_decode_limit)] if args.peer_decode_limit else []),
-         *(["--decode-limit", "1"] if args.no_decode else [])], out_dir / "bench.log")
+    run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            str(script),
+            "--data",
+            str(args.multi30k),
+            "--work",
+            str(out_dir / "work"),
+            "--out",
+            str(result),
+            "--hyp-dir",
+            str(out_dir / "hyps"),
+            "--max-steps",
+            str(args.steps),
+            "--budget-min",
+            "100000",
+            "--no-greedy",
+            "--threads",
+            str(args.threads or 2),
+            *(["--decode-limit", str(args.peer_decode_limit)] if args.peer_decode_limit else []),
+            *(["--decode-limit", "1"] if args.no_decode else []),
+        ],
+        out_dir / "bench.log",
+    )
     seconds = time.perf_counter() - started
     peer = json.loads(result.read_text(encoding="utf-8"))
     words = count_words(args.data / "raw" / "dev.de")
     tokens = peer["data"]["val_tgt_tokens"]
     train = peer["train_result"]
     return {
-        "variant": "peer", "seconds_total": round(seconds, 1), "device": args.device,
+        "variant": "peer",
+        "seconds_total": round(seconds, 1),
+        "device": args.device,
         "tgt_tokens_per_s": [round(r["tgt_tokens_per_s"]) for r in train["log"]],
         "train_loss": {r["step"]: r["train_loss"] for r in train["log"]},
         "dev_ppl": {r["step"]: r["dev_ppl"] for r in train["dev"]},
-        "dev_ppl_per_word": {r["step"]: round(math.exp(r["dev_nll"] * tokens / words), 3) for r in train["dev"]},
+        "dev_ppl_per_word": {
+            r["step"]: round(math.exp(r["dev_nll"] * tokens / words), 3) for r in train["dev"]
+        },
         "dev_loss_wrong_src": {r["step"]: r["dev_nll_wrong_src"] for r in train["dev"]},
-        **({} if args.no_decode else
-           {"test": {"test_2016_flickr.last": {"sacrebleu": peer["decode"]["beam4"]["bleu_cased"]["score"]}}}),
+        **(
+            {}
+            if args.no_decode
+            else {
+                "test": {
+                    "test_2016_flickr.last": {
+                        "sacrebleu": peer["decode"]["beam4"]["bleu_cased"]["score"]
+                    }
+                }
+            }
+        ),
     }
 
 
@@ -260,57 +416,112 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["worker"]:
         worker(json.loads(argv[1]))
         return 0
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, required=True, help="the workflow's data/en_de folder (Multi30k)")
-    parser.add_argument("--extra", type=Path, default=None, help="nofilter data and test_2017 (default DATA/../extra)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--data", type=Path, required=True, help="the workflow's data/en_de folder (Multi30k)"
+    )
+    parser.add_argument(
+        "--extra",
+        type=Path,
+        default=None,
+        help="nofilter data and test_2017 (default DATA/../extra)",
+    )
     parser.add_argument("--make-extra", action="store_true", help="write the --extra files first")
-    parser.add_argument("--multi30k", type=Path, default=ROOT.parent / "shared" / "data" / "multi30k",
-                        help="raw Multi30k .gz files (the peer and --make-extra read them)")
+    parser.add_argument(
+        "--multi30k",
+        type=Path,
+        default=SHARED_DATA / "multi30k",
+        help="raw Multi30k .gz files (the peer and --make-extra read them)",
+    )
     parser.add_argument("--peers", type=Path, default=PEER_DIR, help="folder of multi30k_peer.py")
     parser.add_argument("--config", type=Path, default=ROOT / "config" / "multi30k.yaml")
     parser.add_argument("--runs", type=Path, default=Path("bench/runs/learning"))
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "learning.json")
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), type=variant_name,
-                        help="NAME or NAME@SEED (default: every variant, seed from the configuration)")
-    parser.add_argument("--steps", type=int, default=None, help="training steps (default: the configuration's)")
-    parser.add_argument("--checkpoint-interval", type=int, default=None, help="default: the configuration's")
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=list(VARIANTS),
+        type=variant_name,
+        help="NAME or NAME@SEED (default: every variant, seed from the configuration)",
+    )
+    parser.add_argument(
+        "--steps", type=int, default=None, help="training steps (default: the configuration's)"
+    )
+    parser.add_argument(
+        "--checkpoint-interval", type=int, default=None, help="default: the configuration's"
+    )
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="training precision")
+    parser.add_argument(
+        "--precision", default="fp32", choices=["fp32", "bf16"], help="training precision"
+    )
     parser.add_argument("--decode-precision", default="fp32", choices=["fp32", "bf16"])
-    parser.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty of every decoding")
+    parser.add_argument(
+        "--alpha", type=float, default=0.6, help="GNMT length penalty of every decoding"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")
-    parser.add_argument("--no-decode", action="store_true",
-                        help="train and evaluate on dev only: speed and perplexity, no BLEU")
-    parser.add_argument("--peer-decode-limit", type=int, default=0, help="decode only N test lines (checks)")
-    parser.add_argument("--parallel", type=int, default=1, help="variants at once (a GPU holds several)")
+    parser.add_argument(
+        "--no-decode",
+        action="store_true",
+        help="train and evaluate on dev only: speed and perplexity, no BLEU",
+    )
+    parser.add_argument(
+        "--peer-decode-limit", type=int, default=0, help="decode only N test lines (checks)"
+    )
+    parser.add_argument(
+        "--parallel", type=int, default=1, help="variants at once (a GPU holds several)"
+    )
     args = parser.parse_args(argv)
     args.extra = args.extra or args.data.parent / "extra"
     if args.make_extra:
         make_extra(args)
     base_model, base_train = scale_settings(args.config)
     args.steps = args.steps or base_train["steps"]
-    base_train["checkpoint_interval"] = args.checkpoint_interval or base_train["checkpoint_interval"]
+    base_train["checkpoint_interval"] = (
+        args.checkpoint_interval or base_train["checkpoint_interval"]
+    )
     started = time.perf_counter()
     import torch
 
     report = {
         "what": "Multi30k EN-DE, the multi30k scale's base model and variants beside the HF Marian peer",
-        "steps": args.steps, "device": args.device,
-        "device_name": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or "cpu",
-        "precision": args.precision, "decode_precision": args.decode_precision, "alpha": args.alpha,
-        "threads": args.threads, "parallel": args.parallel, "torch": torch.__version__,
-        "config": str(args.config), "base_model": base_model, "base_train": base_train, "results": [],
+        "steps": args.steps,
+        "device": args.device,
+        "device_name": torch.cuda.get_device_name()
+        if args.device == "cuda"
+        else platform.processor() or "cpu",
+        "precision": args.precision,
+        "decode_precision": args.decode_precision,
+        "alpha": args.alpha,
+        "threads": args.threads,
+        "parallel": args.parallel,
+        "torch": torch.__version__,
+        "config": str(args.config),
+        "base_model": base_model,
+        "base_train": base_train,
+        "results": [],
     }
     lock = threading.Lock()
 
     def one(name: str) -> None:
         try:
-            result = peer_variant(args) if name == "peer" else project_variant(name, args, base_model, base_train)
+            result = (
+                peer_variant(args)
+                if name == "peer"
+                else project_variant(name, args, base_model, base_train)
+            )
         except (RuntimeError, OSError, KeyError) as err:
             result = {"variant": name, "error": str(err)}
-        print(json.dumps({k: result.get(k) for k in ("variant", "dev_ppl", "chosen_window", "test", "error")}),
-              flush=True)
-        with lock:  # the file is complete after every variant, so a cut-off run keeps what it finished
+        print(
+            json.dumps(
+                {k: result.get(k) for k in ("variant", "dev_ppl", "chosen_window", "test", "error")}
+            ),
+            flush=True,
+        )
+        with (
+            lock
+        ):  # the file is complete after every variant, so a cut-off run keeps what it finished
             report["results"].append(result)
             report["wall_seconds"] = round(time.perf_counter() - started, 1)
             write_json(args.out, report)
@@ -336,18 +547,70 @@ def make_extra(args: argparse.Namespace) -> None:
     extra, log = args.extra, args.extra / "make_extra.log"
     extra.mkdir(parents=True, exist_ok=True)
     for lang in ("en", "de"):
-        with gzip.open(args.multi30k / f"test_2017_flickr.{lang}.gz", "rt", encoding="utf-8") as handle:
+        with gzip.open(
+            args.multi30k / f"test_2017_flickr.{lang}.gz", "rt", encoding="utf-8"
+        ) as handle:
             (extra / f"test17.{lang}").write_text(handle.read(), encoding="utf-8")
     tc = [sys.executable, "-m", "transformer_core"]
-    run([*tc, "prepare", "--src-in", str(extra / "test17.en"), "--tgt-in", str(extra / "test17.de"),
-         "--src-out", str(extra / "test17.src"), "--tgt-out", str(extra / "test17.tgt"),
-         "--report", str(extra / "test17.report.json"), "--src-lang", "en", "--tgt-lang", "de", "--no-filter"], log)
-    run([*tc, "prepare", "--src-in", str(args.data / "raw" / "train.en"), "--tgt-in",
-         str(args.data / "raw" / "train.de"), "--src-out", str(extra / "train_nofilter.src"),
-         "--tgt-out", str(extra / "train_nofilter.tgt"), "--report", str(extra / "nofilter.report.json"),
-         "--src-lang", "en", "--tgt-lang", "de", "--no-filter"], log)
-    run([*tc, "binarize", "--spm", str(args.data / "spm.model"), "--src", str(extra / "train_nofilter.src"),
-         "--tgt", str(extra / "train_nofilter.tgt"), "--out-prefix", str(extra / "bin_nofilter" / "train")], log)
+    run(
+        [
+            *tc,
+            "prepare",
+            "--src-in",
+            str(extra / "test17.en"),
+            "--tgt-in",
+            str(extra / "test17.de"),
+            "--src-out",
+            str(extra / "test17.src"),
+            "--tgt-out",
+            str(extra / "test17.tgt"),
+            "--report",
+            str(extra / "test17.report.json"),
+            "--src-lang",
+            "en",
+            "--tgt-lang",
+            "de",
+            "--no-filter",
+        ],
+        log,
+    )
+    run(
+        [
+            *tc,
+            "prepare",
+            "--src-in",
+            str(args.data / "raw" / "train.en"),
+            "--tgt-in",
+            str(args.data / "raw" / "train.de"),
+            "--src-out",
+            str(extra / "train_nofilter.src"),
+            "--tgt-out",
+            str(extra / "train_nofilter.tgt"),
+            "--report",
+            str(extra / "nofilter.report.json"),
+            "--src-lang",
+            "en",
+            "--tgt-lang",
+            "de",
+            "--no-filter",
+        ],
+        log,
+    )
+    run(
+        [
+            *tc,
+            "binarize",
+            "--spm",
+            str(args.data / "spm.model"),
+            "--src",
+            str(extra / "train_nofilter.src"),
+            "--tgt",
+            str(extra / "train_nofilter.tgt"),
+            "--out-prefix",
+            str(extra / "bin_nofilter" / "train"),
+        ],
+        log,
+    )
 
 
 if __name__ == "__main__":

@@ -21,8 +21,10 @@ GPU (when CUDA exists): our trainer's target tokens per second for base and
 big in bf16 autocast, and MFU = analytic training FLOPs per second
 (``transformer_core.flops``) / the device's dense bf16 peak.
 
-    python bench/bench_train.py                 # the real measurement (minutes on a 2-core CPU)
-    python bench/bench_train.py --quick         # a short check that everything runs
+Run from the repository root (``bench`` is a package):
+
+    python -m bench.bench_train                 # the real measurement (minutes on a 2-core CPU)
+    python -m bench.bench_train --quick         # a short check that everything runs
 
 Writes bench/results/train.json.
 """
@@ -54,27 +56,50 @@ from transformer_core.model import count_parameters
 from transformer_core.train import Trainer, device_name
 
 SHAPES = {
-    "tiny": {"encoder_layers": 2, "decoder_layers": 2, "d_model": 128, "d_ff": 512, "h": 4, "d_k": 32, "d_v": 32,
-             "vocab_size": 8000},
-    "multi30k": {"encoder_layers": 3, "decoder_layers": 3, "d_model": 256, "d_ff": 1024, "d_k": 32, "d_v": 32,
-                 "vocab_size": 8000},
+    "tiny": {
+        "encoder_layers": 2,
+        "decoder_layers": 2,
+        "d_model": 128,
+        "d_ff": 512,
+        "h": 4,
+        "d_k": 32,
+        "d_v": 32,
+        "vocab_size": 8000,
+    },
+    "multi30k": {
+        "encoder_layers": 3,
+        "decoder_layers": 3,
+        "d_model": 256,
+        "d_ff": 1024,
+        "d_k": 32,
+        "d_v": 32,
+        "vocab_size": 8000,
+    },
     "base": {"vocab_size": 37000},
     "big": {"d_model": 1024, "d_ff": 4096, "h": 16, "dropout": 0.3, "vocab_size": 37000},
 }
 TOKENS_PER_STEP = 4000
-PLAN = {"tiny": (5, 4, 3), "multi30k": (3, 3, 2), "base": (3, 2, 1)}  # rounds, steps per round, warm-up steps
+PLAN = {
+    "tiny": (5, 4, 3),
+    "multi30k": (3, 3, 2),
+    "base": (3, 2, 1),
+}  # rounds, steps per round, warm-up steps
 QUICK = (1, 1, 1)
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def synthetic_corpus(prefix: Path, vocab_size: int, sentences: int, seed: int = 0) -> ParallelDataset:
+def synthetic_corpus(
+    prefix: Path, vocab_size: int, sentences: int, seed: int = 0
+) -> ParallelDataset:
     """Random ids with WMT-like lengths (log-normal around 22 word pieces, 3..80)."""
     rng = np.random.default_rng(seed)
     src_lens = np.clip(np.round(rng.lognormal(np.log(22), 0.5, sentences)), 3, 80).astype(int)
     tgt_lens = np.clip(np.round(src_lens * rng.normal(1.05, 0.1, sentences)), 3, 80).astype(int)
     with BinarizedWriter(prefix, vocab_size) as writer:
         for s, t in zip(src_lens, tgt_lens, strict=True):
-            writer.add(rng.integers(4, vocab_size, s).tolist(), rng.integers(4, vocab_size, t).tolist())
+            writer.add(
+                rng.integers(4, vocab_size, s).tolist(), rng.integers(4, vocab_size, t).tolist()
+            )
     return ParallelDataset(prefix)
 
 
@@ -83,8 +108,9 @@ class Ours:
 
     def __init__(self, cfg, dataset, device, precision, max_tokens, tokens_per_step):
         ctx = DistContext(0, 0, 1, device, owns_group=False)
-        train_cfg = TrainConfig(max_tokens=max_tokens, tokens_per_step=tokens_per_step, precision=precision,
-                                warmup=4000)
+        train_cfg = TrainConfig(
+            max_tokens=max_tokens, tokens_per_step=tokens_per_step, precision=precision, warmup=4000
+        )
         self.trainer = Trainer(cfg, train_cfg, ctx, dataset)
         self.params = count_parameters(self.trainer.model)
 
@@ -100,17 +126,36 @@ class Peer:
 
         torch.manual_seed(0)
         config = MarianConfig(
-            vocab_size=cfg.vocab_size, d_model=cfg.d_model, encoder_layers=cfg.encoder_layers,
-            decoder_layers=cfg.decoder_layers, encoder_attention_heads=cfg.h, decoder_attention_heads=cfg.h,
-            encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff, activation_function="relu", dropout=cfg.dropout,
-            attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=cfg.max_positions,
-            scale_embedding=True, pad_token_id=cfg.pad_id, eos_token_id=cfg.eos_id,
-            decoder_start_token_id=cfg.bos_id, share_encoder_decoder_embeddings=True, tie_word_embeddings=True)
+            vocab_size=cfg.vocab_size,
+            d_model=cfg.d_model,
+            encoder_layers=cfg.encoder_layers,
+            decoder_layers=cfg.decoder_layers,
+            encoder_attention_heads=cfg.h,
+            decoder_attention_heads=cfg.h,
+            encoder_ffn_dim=cfg.d_ff,
+            decoder_ffn_dim=cfg.d_ff,
+            activation_function="relu",
+            dropout=cfg.dropout,
+            attention_dropout=0.0,
+            activation_dropout=0.0,
+            max_position_embeddings=cfg.max_positions,
+            scale_embedding=True,
+            pad_token_id=cfg.pad_id,
+            eos_token_id=cfg.eos_id,
+            decoder_start_token_id=cfg.bos_id,
+            share_encoder_decoder_embeddings=True,
+            tie_word_embeddings=True,
+        )
         self.model = MarianMTModel(config).to(device).train()
         self.params = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         fused = {"fused": True} if device.type in ("cpu", "cuda") else {}
-        self.optimizer = torch.optim.Adam([p for p in self.model.parameters() if p.requires_grad], lr=1e-4,
-                                          betas=(0.9, 0.98), eps=1e-9, **fused)
+        self.optimizer = torch.optim.Adam(
+            [p for p in self.model.parameters() if p.requires_grad],
+            lr=1e-4,
+            betas=(0.9, 0.98),
+            eps=1e-9,
+            **fused,
+        )
         self.batches, self.device, self.autocast, self.i = batches, device, autocast, 0
         self.eps, self.pad = cfg.label_smoothing, cfg.pad_id
 
@@ -120,9 +165,16 @@ class Peer:
         src, tgt_in, tgt_out = (t.to(self.device) for t in (batch.src, batch.tgt_in, batch.tgt_out))
         labels = tgt_out.masked_fill(tgt_out == self.pad, -100)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
-            logits = self.model(input_ids=src, attention_mask=src != self.pad, decoder_input_ids=tgt_in).logits
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), labels.view(-1), ignore_index=-100,
-                                   label_smoothing=self.eps, reduction="sum")
+            logits = self.model(
+                input_ids=src, attention_mask=src != self.pad, decoder_input_ids=tgt_in
+            ).logits
+            loss = F.cross_entropy(
+                logits.float().view(-1, logits.size(-1)),
+                labels.view(-1),
+                ignore_index=-100,
+                label_smoothing=self.eps,
+                reduction="sum",
+            )
         (loss / batch.tgt_tokens).backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -140,13 +192,17 @@ def timed(runner, steps: int, device: torch.device) -> tuple[int, float]:
     return tokens, time.perf_counter() - start
 
 
-def cpu_comparison(shape: str, precision: str, workdir: Path, rounds: int, steps: int, warmup: int) -> dict:
+def cpu_comparison(
+    shape: str, precision: str, workdir: Path, rounds: int, steps: int, warmup: int
+) -> dict:
     cfg = model_config("base", **SHAPES[shape])
     device = torch.device("cpu")
     dataset = synthetic_corpus(workdir / shape, cfg.vocab_size, sentences=6000)
     ours = Ours(cfg, dataset, device, precision, TOKENS_PER_STEP, TOKENS_PER_STEP)
     # The peer gets exactly the batches our trainer will see, collated once up front.
-    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, TOKENS_PER_STEP, seed=ours.trainer.cfg.seed)
+    sampler = TokenBucketSampler(
+        dataset.src_lens, dataset.tgt_lens, TOKENS_PER_STEP, seed=ours.trainer.cfg.seed
+    )
     batches = [collate(dataset, b) for b in sampler.batches(0)]
     peer = Peer(cfg, batches, device, autocast=precision == "bf16")
     for runner in (ours, peer):
@@ -158,11 +214,18 @@ def cpu_comparison(shape: str, precision: str, workdir: Path, rounds: int, steps
             rates[name].append(tokens / seconds)
     ours_rate, peer_rate = statistics.median(rates["ours"]), statistics.median(rates["peer"])
     return {
-        "shape": SHAPES[shape], "precision": precision, "params_ours": ours.params, "params_peer": peer.params,
-        "target_tokens_per_step": TOKENS_PER_STEP, "rounds": rounds, "steps_per_round": steps,
-        "ours_tgt_tokens_per_s": round(ours_rate, 1), "peer_tgt_tokens_per_s": round(peer_rate, 1),
+        "shape": SHAPES[shape],
+        "precision": precision,
+        "params_ours": ours.params,
+        "params_peer": peer.params,
+        "target_tokens_per_step": TOKENS_PER_STEP,
+        "rounds": rounds,
+        "steps_per_round": steps,
+        "ours_tgt_tokens_per_s": round(ours_rate, 1),
+        "peer_tgt_tokens_per_s": round(peer_rate, 1),
         "speedup": round(ours_rate / peer_rate, 3),
-        "rounds_ours": [round(r, 1) for r in rates["ours"]], "rounds_peer": [round(r, 1) for r in rates["peer"]],
+        "rounds_ours": [round(r, 1) for r in rates["ours"]],
+        "rounds_peer": [round(r, 1) for r in rates["peer"]],
     }
 
 
@@ -174,14 +237,22 @@ def gpu_throughput(shape: str, workdir: Path, steps: int, warmup: int, max_token
     timed(ours, warmup, device)
     counts_before = TokenCounts(**vars(ours.trainer.counts))
     tokens, seconds = timed(ours, steps, device)
-    counts = TokenCounts(**{k: v - getattr(counts_before, k) for k, v in vars(ours.trainer.counts).items()})
+    counts = TokenCounts(
+        **{k: v - getattr(counts_before, k) for k, v in vars(ours.trainer.counts).items()}
+    )
     flops_per_s = training_flops(cfg, counts) / seconds
     spec = device_spec(device_name(device))
     peak = spec.bf16_tflops * 1e12 if spec and spec.bf16_tflops else None
     return {
-        "shape": shape, "params": ours.params, "device": device_name(device), "precision": "bf16 autocast",
-        "max_tokens": max_tokens, "accumulation": ours.trainer.accumulation, "steps": steps,
-        "tgt_tokens_per_step": tokens / steps, "tgt_tokens_per_s": round(tokens / seconds, 1),
+        "shape": shape,
+        "params": ours.params,
+        "device": device_name(device),
+        "precision": "bf16 autocast",
+        "max_tokens": max_tokens,
+        "accumulation": ours.trainer.accumulation,
+        "steps": steps,
+        "tgt_tokens_per_step": tokens / steps,
+        "tgt_tokens_per_s": round(tokens / seconds, 1),
         "model_tflops_per_s": round(flops_per_s / 1e12, 2),
         "mfu": round(flops_per_s / peak, 4) if peak else None,
         "peak_bf16_tflops": spec.bf16_tflops if spec else None,
@@ -191,27 +262,45 @@ def gpu_throughput(shape: str, workdir: Path, steps: int, warmup: int, max_token
 
 def peak_rss_of_training(shape: str, precision: str, steps: int, threads: int) -> float:
     """Peak RSS (MiB) of a fresh process that builds our trainer for ``shape`` and runs ``steps`` steps."""
-    code = (f"import resource, sys, tempfile, torch; from pathlib import Path; sys.path.insert(0, {str(HERE)!r}); "
-            f"import bench_train as b; torch.set_num_threads({threads}); "
-            f"cfg = b.model_config('base', **b.SHAPES[{shape!r}]); tmp = tempfile.mkdtemp(); "
-            f"ds = b.synthetic_corpus(Path(tmp) / 'c', cfg.vocab_size, sentences=2000); "
-            f"ours = b.Ours(cfg, ds, torch.device('cpu'), {precision!r}, b.TOKENS_PER_STEP, b.TOKENS_PER_STEP); "
-            f"[ours.step() for _ in range({steps})]; "
-            f"print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    code = (
+        "import resource, tempfile, torch; from pathlib import Path; from bench import bench_train as b; "
+        f"torch.set_num_threads({threads}); "
+        f"cfg = b.model_config('base', **b.SHAPES[{shape!r}]); tmp = tempfile.mkdtemp(); "
+        f"ds = b.synthetic_corpus(Path(tmp) / 'c', cfg.vocab_size, sentences=2000); "
+        f"ours = b.Ours(cfg, ds, torch.device('cpu'), {precision!r}, b.TOKENS_PER_STEP, b.TOKENS_PER_STEP); "
+        f"[ours.step() for _ in range({steps})]; "
+        f"print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
     return int(out.stdout.split()[-1]) / 1024  # ru_maxrss is KiB on Linux
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a few steps only: checks that the bench runs")
+    parser.add_argument(
+        "--quick", action="store_true", help="a few steps only: checks that the bench runs"
+    )
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
-    parser.add_argument("--shapes", nargs="+", default=["tiny", "multi30k", "base"], choices=list(PLAN))
-    parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"],
-                        help="default: fp32, and bf16 where this CPU computes it natively")
-    parser.add_argument("--memory", action="store_true", help="also the peak RSS of our training (fresh processes)")
-    parser.add_argument("--gpu-max-tokens", type=int, default=12500,
-                        help="tokens per micro-batch on the GPU (default: 12500, 2 micro-batches per step)")
+    parser.add_argument(
+        "--shapes", nargs="+", default=["tiny", "multi30k", "base"], choices=list(PLAN)
+    )
+    parser.add_argument(
+        "--precisions",
+        nargs="+",
+        choices=["fp32", "bf16"],
+        help="default: fp32, and bf16 where this CPU computes it natively",
+    )
+    parser.add_argument(
+        "--memory", action="store_true", help="also the peak RSS of our training (fresh processes)"
+    )
+    parser.add_argument(
+        "--gpu-max-tokens",
+        type=int,
+        default=12500,
+        help="tokens per micro-batch on the GPU (default: 12500, 2 micro-batches per step)",
+    )
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "train.json"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -219,11 +308,17 @@ def main() -> int:
 
     precisions = args.precisions or (["fp32", "bf16"] if cpu_has_native_bf16() else ["fp32"])
     result = {
-        "bench": "train", "quick": args.quick, "torch": torch.__version__, "transformers": transformers.__version__,
-        "python": platform.python_version(), "machine": platform.machine(), "threads": args.threads,
+        "bench": "train",
+        "quick": args.quick,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "threads": args.threads,
         "cpu_native_bf16": cpu_has_native_bf16(),
         "note": "CPU numbers on a shared machine are noisy; rounds alternate ours/peer to share the noise",
-        "cpu": {}, "gpu": None,
+        "cpu": {},
+        "gpu": None,
     }
     with tempfile.TemporaryDirectory() as tmp:
         for shape in args.shapes:
@@ -233,17 +328,30 @@ def main() -> int:
                 rows[precision] = cpu_comparison(shape, precision, Path(tmp), rounds, steps, warmup)
                 if args.memory:
                     rows[precision]["ours_peak_rss_mib"] = round(
-                        peak_rss_of_training(shape, precision, 1 if args.quick else 2, args.threads), 1)
-                print(f"cpu {shape} {precision}: {json.dumps(rows[precision])}", file=sys.stderr, flush=True)
+                        peak_rss_of_training(
+                            shape, precision, 1 if args.quick else 2, args.threads
+                        ),
+                        1,
+                    )
+                print(
+                    f"cpu {shape} {precision}: {json.dumps(rows[precision])}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             if {"fp32", "bf16"} <= rows.keys():
                 rows["ours_bf16_over_fp32"] = round(
-                    rows["bf16"]["ours_tgt_tokens_per_s"] / rows["fp32"]["ours_tgt_tokens_per_s"], 3)
+                    rows["bf16"]["ours_tgt_tokens_per_s"] / rows["fp32"]["ours_tgt_tokens_per_s"], 3
+                )
         if torch.cuda.is_available():
             result["gpu"] = {}
             for shape in ("base", "big"):
                 steps, warmup = (3, 2) if args.quick else (20, 5)
-                result["gpu"][shape] = gpu_throughput(shape, Path(tmp), steps, warmup, args.gpu_max_tokens)
-                print(f"gpu {shape}: {json.dumps(result['gpu'][shape])}", file=sys.stderr, flush=True)
+                result["gpu"][shape] = gpu_throughput(
+                    shape, Path(tmp), steps, warmup, args.gpu_max_tokens
+                )
+                print(
+                    f"gpu {shape}: {json.dumps(result['gpu'][shape])}", file=sys.stderr, flush=True
+                )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

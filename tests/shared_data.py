@@ -1,12 +1,8 @@
-"""Where the tests find the shared real data (never copied into the repository).
-
-`../shared/data` beside the checkout, or `$TRANSFORMER_CORE_SHARED_DATA` (git worktrees,
-other layouts). Tests that need it skip with a reason when it is absent.
+"""``SHARED_DATA`` (see ``bench/shared_data.py``) under the name the test modules import:
+``from shared_data import SHARED_DATA``. Tests that need the data skip with a reason when it is
+absent.
 """
 
-import os
-from pathlib import Path
+from bench.shared_data import SHARED_DATA
 
-SHARED_DATA = Path(
-    os.environ.get("TRANSFORMER_CORE_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data")
-)
+__all__ = ["SHARED_DATA"]

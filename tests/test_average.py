@@ -5,6 +5,7 @@ import sys
 
 import pytest
 import torch
+from conftest import tiny_config, tiny_model
 
 from transformer_core.average import average_checkpoints, average_files, last_checkpoints
 from transformer_core.checkpoint import (
@@ -15,11 +16,22 @@ from transformer_core.checkpoint import (
     prune_checkpoints,
     save_checkpoint,
 )
-from transformer_core.config import ModelConfig
 from transformer_core.errors import UserError
 from transformer_core.model import Transformer
 
-CFG = ModelConfig(vocab_size=20, encoder_layers=1, decoder_layers=1, d_model=8, d_ff=16, h=2, d_k=4, d_v=4)
+# dropout and max_positions: ModelConfig's defaults, not TINY_SHAPE's.
+CFG = tiny_config(
+    vocab_size=20,
+    encoder_layers=1,
+    decoder_layers=1,
+    d_model=8,
+    d_ff=16,
+    h=2,
+    d_k=4,
+    d_v=4,
+    dropout=0.1,
+    max_positions=1024,
+)
 
 
 def ckpt(values, cfg=CFG):
@@ -27,11 +39,13 @@ def ckpt(values, cfg=CFG):
 
 
 def test_mean_of_known_tensors():
-    config, state = average_checkpoints([
-        ckpt({"w": [1.0, 2.0], "b": [[0.0]], "n": [3]}),
-        ckpt({"w": [3.0, 6.0], "b": [[1.0]], "n": [3]}),
-        ckpt({"w": [5.0, 1.0], "b": [[2.0]], "n": [3]}),
-    ])
+    config, state = average_checkpoints(
+        [
+            ckpt({"w": [1.0, 2.0], "b": [[0.0]], "n": [3]}),
+            ckpt({"w": [3.0, 6.0], "b": [[1.0]], "n": [3]}),
+            ckpt({"w": [5.0, 1.0], "b": [[2.0]], "n": [3]}),
+        ]
+    )
     assert config == CFG
     torch.testing.assert_close(state["w"], torch.tensor([3.0, 3.0]))
     torch.testing.assert_close(state["b"], torch.tensor([[1.0]]))
@@ -52,10 +66,15 @@ def test_mismatches_are_refused_with_clear_errors():
 def test_run_dir_selection_and_pruning(tmp_path):
     directory = tmp_path / "run" / "checkpoints"
     for step in (5, 10, 15, 20):
-        save_checkpoint(checkpoint_path(directory, step), CFG, {"w": torch.tensor([float(step)])}, step=step)
+        save_checkpoint(
+            checkpoint_path(directory, step), CFG, {"w": torch.tensor([float(step)])}, step=step
+        )
     (directory / ".step_0000025.pt.abc.tmp").write_bytes(b"partial")  # an interrupted write
     assert [s for s, _ in list_checkpoints(directory)] == [5, 10, 15, 20]
-    assert [p.name for p in last_checkpoints(tmp_path / "run", 2)] == ["step_0000015.pt", "step_0000020.pt"]
+    assert [p.name for p in last_checkpoints(tmp_path / "run", 2)] == [
+        "step_0000015.pt",
+        "step_0000020.pt",
+    ]
     with pytest.raises(UserError, match="holds 4 checkpoint"):
         last_checkpoints(tmp_path / "run", 5)
     prune_checkpoints(directory, 3)
@@ -66,20 +85,47 @@ def test_cli_writes_a_loadable_checkpoint(tmp_path):
     run = tmp_path / "run"
     models = []
     for step in (1, 2):
-        torch.manual_seed(step)
-        model = Transformer(CFG)
+        model = tiny_model(CFG, seed=step)
         models.append(model)
-        save_checkpoint(checkpoint_path(run / "checkpoints", step), CFG, model.state_dict(), step=step)
+        save_checkpoint(
+            checkpoint_path(run / "checkpoints", step), CFG, model.state_dict(), step=step
+        )
     out = tmp_path / "avg.pt"
-    proc = subprocess.run([sys.executable, "-m", "transformer_core", "average", "--run-dir", str(run),
-                           "--last", "2", "--out", str(out)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "transformer_core",
+            "average",
+            "--run-dir",
+            str(run),
+            "--last",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     averaged = load_model(out)
     expected = (models[0].embedding.weight + models[1].embedding.weight) / 2
     torch.testing.assert_close(averaged.embedding.weight, expected)
     assert load_checkpoint(out)["steps"] == [1, 2]
-    bad = subprocess.run([sys.executable, "-m", "transformer_core", "average", "--run-dir", str(run),
-                          "--out", str(out)], capture_output=True, text=True)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "transformer_core",
+            "average",
+            "--run-dir",
+            str(run),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "--last" in bad.stderr
 
 

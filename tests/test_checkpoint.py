@@ -2,18 +2,26 @@
 
 import pytest
 import torch
+from conftest import tiny_config, tiny_model
 
 from transformer_core.checkpoint import load_checkpoint, load_model, save_checkpoint
-from transformer_core.config import ModelConfig
 from transformer_core.errors import UserError
-from transformer_core.model import Transformer
 
-CFG = ModelConfig(vocab_size=30, encoder_layers=1, decoder_layers=1, d_model=16, d_ff=32, h=2, d_k=8, d_v=8)
+# dropout and max_positions: ModelConfig's defaults, not TINY_SHAPE's.
+CFG = tiny_config(
+    vocab_size=30,
+    encoder_layers=1,
+    decoder_layers=1,
+    d_model=16,
+    d_ff=32,
+    h=2,
+    dropout=0.1,
+    max_positions=1024,
+)
 
 
 def test_model_rebuilt_from_checkpoint_alone(tmp_path):
-    torch.manual_seed(0)
-    model = Transformer(CFG).eval()
+    model = tiny_model(CFG)
     path = tmp_path / "ckpt.pt"
     save_checkpoint(path, CFG, model.state_dict(), step=7)
     loaded = load_model(path)

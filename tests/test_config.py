@@ -13,11 +13,22 @@ from transformer_core.errors import ConfigError
 from transformer_core.params import parameter_table
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("d_model", 0), ("h", -1), ("d_k", 2.5), ("encoder_layers", True), ("dropout", 1.0),
-    ("label_smoothing", -0.1), ("positional", "rotary"), ("pad_id", 37000), ("bos_id", "2"),
-    ("init", "kaiming"), ("init_std", 0.0),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("d_model", 0),
+        ("h", -1),
+        ("d_k", 2.5),
+        ("encoder_layers", True),
+        ("dropout", 1.0),
+        ("label_smoothing", -0.1),
+        ("positional", "rotary"),
+        ("pad_id", 37000),
+        ("bos_id", "2"),
+        ("init", "kaiming"),
+        ("init_std", 0.0),
+    ],
+)
 def test_invalid_values_name_the_field(field, value):
     with pytest.raises(ValueError, match=f"model.{field}"):
         BASE.replace(**{field: value})
@@ -38,7 +49,14 @@ def test_round_trip_through_dict():
 
 
 def test_presets_follow_the_paper():
-    assert (BASE.encoder_layers, BASE.d_model, BASE.d_ff, BASE.h, BASE.d_k, BASE.dropout) == (6, 512, 2048, 8, 64, 0.1)
+    assert (BASE.encoder_layers, BASE.d_model, BASE.d_ff, BASE.h, BASE.d_k, BASE.dropout) == (
+        6,
+        512,
+        2048,
+        8,
+        64,
+        0.1,
+    )
     assert (BIG.d_model, BIG.d_ff, BIG.h, BIG.dropout) == (1024, 4096, 16, 0.3)
     assert experiment("big").train_steps == 300_000 and experiment("base").train_steps == 100_000
 
@@ -63,15 +81,22 @@ def test_parameter_counts_near_the_papers_column():
 
 
 def test_params_command_json():
-    out = subprocess.run([sys.executable, "-m", "transformer_core", "params", "--vocab-size", "37000", "--json"],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "transformer_core", "params", "--vocab-size", "37000", "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     rows = {r["row"]: r for r in json.loads(out)}
     assert round(rows["base"]["params_m"]) == 63 and round(rows["big"]["params_m"]) == 214
 
 
 def test_params_command_rejects_bad_vocab():
-    proc = subprocess.run([sys.executable, "-m", "transformer_core", "params", "--vocab-size", "2"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "transformer_core", "params", "--vocab-size", "2"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and "--vocab-size" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -88,9 +113,20 @@ def test_paper_cost_check_and_tables():
 
 def test_parsing_preset_is_table4s_model():
     cfg = model_config("parsing")
-    assert (cfg.encoder_layers, cfg.decoder_layers, cfg.d_model, cfg.d_ff, cfg.h, cfg.d_k, cfg.d_v) == (
-        4, 4, 1024, 2048, 8, 128, 128)
-    assert (cfg.dropout, cfg.label_smoothing, cfg.positional) == (BASE.dropout, BASE.label_smoothing, "sinusoidal")
+    assert (
+        cfg.encoder_layers,
+        cfg.decoder_layers,
+        cfg.d_model,
+        cfg.d_ff,
+        cfg.h,
+        cfg.d_k,
+        cfg.d_v,
+    ) == (4, 4, 1024, 2048, 8, 128, 128)
+    assert (cfg.dropout, cfg.label_smoothing, cfg.positional) == (
+        BASE.dropout,
+        BASE.label_smoothing,
+        "sinusoidal",
+    )
     assert experiment("parsing").train_steps == experiment("base").train_steps == 100_000
     assert "parsing" not in TABLE3_ROWS
     with pytest.raises(ConfigError, match="known: base, .*, big, parsing"):
@@ -104,12 +140,26 @@ def test_paper_configuration_agrees_with_the_library_defaults():
 
     from transformer_core.config import DecodeOptions, TrainConfig
 
-    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "config.yaml").read_text())
+    config = yaml.safe_load(
+        (Path(__file__).resolve().parents[1] / "config" / "config.yaml").read_text()
+    )
     paper, big, decode = TrainConfig(), TrainConfig.for_experiment("big"), DecodeOptions()
-    for key in ("tokens_per_step", "max_tokens", "warmup", "lr_scale", "seed", "log_interval", "precision"):
+    for key in (
+        "tokens_per_step",
+        "max_tokens",
+        "warmup",
+        "lr_scale",
+        "seed",
+        "log_interval",
+        "precision",
+    ):
         assert config["train"][key] == getattr(paper, key), key
     for preset, cfg in (("base", paper), ("big", big)):
         assert config["models"][preset]["checkpoint_interval"] == cfg.checkpoint_interval
         assert config["models"][preset]["average_last"] == cfg.keep_last
-    assert (config["decode"]["beam"], config["decode"]["alpha"], config["decode"]["max_len_a"],
-            config["decode"]["max_len_b"]) == (decode.beam_size, decode.alpha, decode.max_len_a, decode.max_len_b)
+    assert (
+        config["decode"]["beam"],
+        config["decode"]["alpha"],
+        config["decode"]["max_len_a"],
+        config["decode"]["max_len_b"],
+    ) == (decode.beam_size, decode.alpha, decode.max_len_a, decode.max_len_b)

@@ -14,10 +14,40 @@ from transformer_core.cli import main
 from transformer_core.data.batching import TokenBucketSampler
 from transformer_core.data.dataset import ParallelDataset
 
-COMMON = ["--experiment", "base", "--set", "encoder_layers=1", "--set", "decoder_layers=1", "--set", "d_model=32",
-          "--set", "d_ff=64", "--set", "h=2", "--set", "d_k=16", "--set", "d_v=16", "--set", "dropout=0",
-          "--steps", "6", "--max-tokens", "40", "--tokens-per-step", "80", "--warmup", "4",
-          "--checkpoint-interval", "3", "--log-interval", "1", "--num-threads", "1"]
+COMMON = [
+    "--experiment",
+    "base",
+    "--set",
+    "encoder_layers=1",
+    "--set",
+    "decoder_layers=1",
+    "--set",
+    "d_model=32",
+    "--set",
+    "d_ff=64",
+    "--set",
+    "h=2",
+    "--set",
+    "d_k=16",
+    "--set",
+    "d_v=16",
+    "--set",
+    "dropout=0",
+    "--steps",
+    "6",
+    "--max-tokens",
+    "40",
+    "--tokens-per-step",
+    "80",
+    "--warmup",
+    "4",
+    "--checkpoint-interval",
+    "3",
+    "--log-interval",
+    "1",
+    "--num-threads",
+    "1",
+]
 
 
 def test_single_process_context(monkeypatch):
@@ -37,14 +67,43 @@ def test_two_gloo_ranks_equal_one_process_with_accumulation(tmp_path, capsys):
     ds = ParallelDataset(corpus)
     # 1 rank x 2 micro-batches and 2 ranks x 1 see the same batches only if the epoch splits evenly.
     assert len(TokenBucketSampler(ds.src_lens, ds.tgt_lens, 40).batches(0)) % 2 == 0
-    ddp = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                            "-m", "transformer_core", "train", "--train", str(corpus), "--dev", str(dev), *COMMON,
-                            "--out-dir", str(tmp_path / "ddp")], stderr=subprocess.PIPE, text=True)
+    ddp = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "transformer_core",
+            "train",
+            "--train",
+            str(corpus),
+            "--dev",
+            str(dev),
+            *COMMON,
+            "--out-dir",
+            str(tmp_path / "ddp"),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # Meanwhile, the same run as one process in this one (saves a torch start-up).
     threads = torch.get_num_threads()
     try:
-        code = main(["train", "--train", str(corpus), "--dev", str(dev), *COMMON,
-                     "--out-dir", str(tmp_path / "single")])
+        code = main(
+            [
+                "train",
+                "--train",
+                str(corpus),
+                "--dev",
+                str(dev),
+                *COMMON,
+                "--out-dir",
+                str(tmp_path / "single"),
+            ]
+        )
     finally:
         torch.set_num_threads(threads)
     _, ddp_log = ddp.communicate(timeout=300)
@@ -59,7 +118,9 @@ def test_two_gloo_ranks_equal_one_process_with_accumulation(tmp_path, capsys):
         torch.testing.assert_close(a["model"][key], tensor, rtol=0, atol=1e-6)
     # Only rank 0 wrote: one summary, one metrics line per step.
     # Dev perplexity: each rank scores its share, the sums are all-reduced.
-    dev_ddp, dev_single = (json.loads((tmp_path / r / "summary.json").read_text()) for r in ("ddp", "single"))
+    dev_ddp, dev_single = (
+        json.loads((tmp_path / r / "summary.json").read_text()) for r in ("ddp", "single")
+    )
     assert dev_ddp["dev_ppl"] == pytest.approx(dev_single["dev_ppl"], rel=1e-5)
     metrics = (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()
     assert len([m for m in metrics if '"train"' in m]) == 6

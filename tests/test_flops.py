@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from conftest import tiny_config, tiny_model
 from torch.utils.flop_counter import FlopCounterMode
 
-from transformer_core.config import ModelConfig
 from transformer_core.errors import UserError
 from transformer_core.flops import (
     TokenCounts,
@@ -15,10 +15,9 @@ from transformer_core.flops import (
     summary_costs,
     training_flops,
 )
-from transformer_core.model import Transformer
 
-CFG = ModelConfig(vocab_size=50, encoder_layers=2, decoder_layers=3, d_model=32, d_ff=64, h=4,
-                  d_k=8, d_v=12, dropout=0.0, max_positions=64)
+# Unequal depths and d_k != d_v: a term counted with the wrong one shows.
+CFG = tiny_config(decoder_layers=3, d_v=12)
 
 
 def test_paper_runs_reproduce_table2():
@@ -30,11 +29,19 @@ def test_paper_runs_reproduce_table2():
         assert 0.1 * row["flops_paper_method"] < row["flops_analytic"] < row["flops_paper_method"]
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("Tesla P100-PCIE-16GB", "P100"), ("Tesla K40m", "K40"), ("Tesla V100-PCIE-16GB", "V100-PCIE"),
-    ("Tesla V100-SXM2-32GB", "V100"), ("NVIDIA A100-SXM4-80GB", "A100"),
-    ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H200", "H200"),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("Tesla P100-PCIE-16GB", "P100"),
+        ("Tesla K40m", "K40"),
+        ("Tesla V100-PCIE-16GB", "V100-PCIE"),
+        ("Tesla V100-SXM2-32GB", "V100"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H200", "H200"),
+    ],
+)
 def test_device_names(name, expected):
     assert device_spec(name).name == expected
 
@@ -45,16 +52,19 @@ def test_cpu_has_no_paper_cost():
 
 
 def test_analytic_count_equals_torch_flop_counter():
-    torch.manual_seed(0)
-    model = Transformer(CFG)
+    model = tiny_model(CFG).train()
     batch, src_len, tgt_len = 3, 7, 5
     src = torch.randint(4, 50, (batch, src_len))
     tgt = torch.randint(4, 50, (batch, tgt_len))
     counts = TokenCounts()
     counts.add([src_len] * batch, [tgt_len] * batch)
     # torch counts the full T x T causal score matrix; we count only the allowed pairs.
-    masked = CFG.decoder_layers * (2 * CFG.h * (CFG.d_k + CFG.d_v)) * batch * (
-        tgt_len * tgt_len - tgt_len * (tgt_len + 1) // 2)
+    masked = (
+        CFG.decoder_layers
+        * (2 * CFG.h * (CFG.d_k + CFG.d_v))
+        * batch
+        * (tgt_len * tgt_len - tgt_len * (tgt_len + 1) // 2)
+    )
     with FlopCounterMode(display=False) as counter:
         model(src, tgt)
     assert counter.get_total_flops() == forward_flops(CFG, counts) + masked
@@ -71,8 +81,14 @@ def test_token_counts_and_summary():
     counts.merge(other)
     assert (counts.sentences, counts.src_tokens, counts.tgt_tokens) == (3, 8, 8)
     assert (counts.src_sq, counts.tgt_causal, counts.src_tgt) == (26, 3 + 15 + 1, 6 + 20 + 1)
-    summary = {"model_config": CFG.to_dict(), "token_counts": vars(counts), "wall_seconds": 7200,
-               "devices": 2, "device": "NVIDIA A100-SXM4-80GB", "steps": 10}
+    summary = {
+        "model_config": CFG.to_dict(),
+        "token_counts": vars(counts),
+        "wall_seconds": 7200,
+        "devices": 2,
+        "device": "NVIDIA A100-SXM4-80GB",
+        "steps": 10,
+    }
     row = summary_costs(summary)
     assert row["flops_paper_method"] == pytest.approx(2 * 3600 * 2 * 19.5e12)
     assert row["flops_analytic"] == training_flops(CFG, counts)

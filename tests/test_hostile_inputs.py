@@ -42,9 +42,24 @@ MARK = "$(touch PWNED1)`touch PWNED2`;touch PWNED3;'\"$(touch PWNED4)\"'"
 def snakemake(tmp_path, config, *args, timeout=300):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(config))
-    return subprocess.run([SNAKEMAKE, "--cores", "1", "--configfile", str(path), "-d", str(tmp_path / "work"),
-                           "-s", str(ROOT / "Snakefile"), *args],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=timeout)
+    return subprocess.run(
+        [
+            SNAKEMAKE,
+            "--cores",
+            "1",
+            "--configfile",
+            str(path),
+            "-d",
+            str(tmp_path / "work"),
+            "-s",
+            str(ROOT / "Snakefile"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=timeout,
+    )
 
 
 def pwned(*folders):
@@ -61,10 +76,19 @@ def run_printed_commands(tmp_path, out):
         (stubs / name).chmod(0o755)
     shell = tmp_path / "shell"
     shell.mkdir(exist_ok=True)
-    commands = [line.split("Shell command: ", 1)[1] for line in out.splitlines() if "Shell command: " in line]
+    commands = [
+        line.split("Shell command: ", 1)[1]
+        for line in out.splitlines()
+        if "Shell command: " in line
+    ]
     for command in commands:
-        subprocess.run(["bash", "-c", command], cwd=shell, capture_output=True, timeout=30,
-                       env={**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}"})
+        subprocess.run(
+            ["bash", "-c", command],
+            cwd=shell,
+            capture_output=True,
+            timeout=30,
+            env={**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}"},
+        )
     return commands
 
 
@@ -77,10 +101,13 @@ def test_dataset_payload_is_refused_at_config_load(tmp_path):
     assert not pwned(tmp_path, ROOT) and not (tmp_path / "work" / "data").exists()
 
 
-@pytest.mark.parametrize(("key", "value"), [
-    ("dataset", "smoke_en_de; touch PWNED1"),
-    ("mirror", "$(touch PWNED1)://example.invalid/"),
-])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("dataset", "smoke_en_de; touch PWNED1"),
+        ("mirror", "$(touch PWNED1)://example.invalid/"),
+    ],
+)
 def test_config_check_refuses_unknown_datasets_and_mirror_schemes(key, value):
     config = copy.deepcopy(SMOKE)
     if key == "dataset":
@@ -105,11 +132,30 @@ def test_payloads_in_every_rule_are_quoted_in_a_dry_run(tmp_path):
     proc = snakemake(tmp_path, config, "-n", "-p")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     commands = run_printed_commands(tmp_path, proc.stdout + proc.stderr)
-    rules = {line.split()[1].rstrip(":") for line in (proc.stdout + proc.stderr).splitlines()
-             if line.startswith("rule ")}
-    assert rules >= {"download", "prepare", "spm_train", "binarize", "train", "average", "translate", "score",
-                     "treebank", "treebank_merge", "delinearize", "evalb", "table3_row", "table3", "table2",
-                     "table4", "report"}, rules
+    rules = {
+        line.split()[1].rstrip(":")
+        for line in (proc.stdout + proc.stderr).splitlines()
+        if line.startswith("rule ")
+    }
+    assert rules >= {
+        "download",
+        "prepare",
+        "spm_train",
+        "binarize",
+        "train",
+        "average",
+        "translate",
+        "score",
+        "treebank",
+        "treebank_merge",
+        "delinearize",
+        "evalb",
+        "table3_row",
+        "table3",
+        "table2",
+        "table4",
+        "report",
+    }, rules
     assert any(MARK in command or "PWNED1" in command for command in commands)
     assert not pwned(tmp_path, ROOT), [c for c in commands if "PWNED" in c][:3]
 
@@ -119,8 +165,14 @@ def test_treebank_archive_payload_is_quoted(tmp_path):
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr("treebank/combined/wsj_0001.mrg", "")
     config = copy.deepcopy(SMOKE)
-    config["table4"] = {"treebank": "nltk", "treebank_zip": str(archive), "held_out_files": 2,
-                        "vocab_size": 100, "semi_supervised_dir": "", "decode": SMOKE["table4"]["decode"]}
+    config["table4"] = {
+        "treebank": "nltk",
+        "treebank_zip": str(archive),
+        "held_out_files": 2,
+        "vocab_size": 100,
+        "semi_supervised_dir": "",
+        "decode": SMOKE["table4"]["decode"],
+    }
     proc = snakemake(tmp_path, config, "-n", "-p", "data/parse_treebank/treebank/train.words")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     commands = run_printed_commands(tmp_path, proc.stdout + proc.stderr)
@@ -142,7 +194,9 @@ def test_mirror_payload_in_a_real_run_of_the_data_rules(tmp_path):
 # -- shared tiny fixtures: sentencepiece models, binarized data, two short training runs ------------
 
 WORDS = "the cat dog house garden river walks sees finds small green old runs near under".split()
-OTHER = "le chat chien maison jardin fleuve marche voit trouve petit vert vieux court pres sous".split()
+OTHER = (
+    "le chat chien maison jardin fleuve marche voit trouve petit vert vieux court pres sous".split()
+)
 
 
 def sentences(words, n, seed):
@@ -152,8 +206,17 @@ def sentences(words, n, seed):
 
 def train_spm(path, lines, vocab_size):
     writer = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=writer, vocab_size=vocab_size,
-                                   model_type="bpe", pad_id=0, unk_id=1, bos_id=2, eos_id=3, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=writer,
+        vocab_size=vocab_size,
+        model_type="bpe",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        minloglevel=2,
+    )
     path.write_bytes(writer.getvalue())
     return path
 
@@ -178,9 +241,27 @@ def one_line_error(err, *names):
     return lines[0]
 
 
-TRAIN = [*TINY, "--steps", "4", "--max-tokens", "200", "--tokens-per-step", "200", "--warmup", "2",
-         "--checkpoint-interval", "2", "--keep-last", "3", "--log-interval", "2", "--num-threads", "1",
-         "--device", "cpu"]
+TRAIN = [
+    *TINY,
+    "--steps",
+    "4",
+    "--max-tokens",
+    "200",
+    "--tokens-per-step",
+    "200",
+    "--warmup",
+    "2",
+    "--checkpoint-interval",
+    "2",
+    "--keep-last",
+    "3",
+    "--log-interval",
+    "2",
+    "--num-threads",
+    "1",
+    "--device",
+    "cpu",
+]
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +279,10 @@ def world(tmp_path_factory):
         run = root / f"run_{name}"
         threads = torch.get_num_threads()
         try:
-            assert main(["train", "--train", str(root / f"bin_{name}"), "--out-dir", str(run), *TRAIN]) == 0
+            assert (
+                main(["train", "--train", str(root / f"bin_{name}"), "--out-dir", str(run), *TRAIN])
+                == 0
+            )
         finally:
             torch.set_num_threads(threads)
         w[f"run_{name}"] = run
@@ -209,6 +293,7 @@ def world(tmp_path_factory):
 
 # -- 2. a checkpoint decoded or scored with another pair's vocabulary --------------------------
 
+
 def test_checkpoints_record_the_sentencepiece_fingerprint(world):
     payload = load_checkpoint(world["run_a"] / "last.pt")
     assert payload["spm_sha256"] == hashlib.sha256(world["spm_a"].read_bytes()).hexdigest()
@@ -218,8 +303,22 @@ def test_checkpoints_record_the_sentencepiece_fingerprint(world):
 @pytest.mark.parametrize("other", ["spm_b", "spm_small"])
 def test_translate_refuses_another_pairs_sentencepiece_model(world, tmp_path, capsys, other):
     out = tmp_path / "out.txt"
-    status, err = cli(capsys, "translate", "--checkpoint", world["run_a"] / "last.pt", "--spm", world[other],
-                      "--input", world["root"] / "input.txt", "--output", out, "--beam", "1", "--device", "cpu")
+    status, err = cli(
+        capsys,
+        "translate",
+        "--checkpoint",
+        world["run_a"] / "last.pt",
+        "--spm",
+        world[other],
+        "--input",
+        world["root"] / "input.txt",
+        "--output",
+        out,
+        "--beam",
+        "1",
+        "--device",
+        "cpu",
+    )
     assert status == 2
     one_line_error(err, world["run_a"] / "last.pt", world[other])
     assert not out.exists()
@@ -227,17 +326,47 @@ def test_translate_refuses_another_pairs_sentencepiece_model(world, tmp_path, ca
 
 def test_translate_override_still_refuses_a_smaller_vocabulary(world, tmp_path, capsys):
     out = tmp_path / "out.txt"
-    status, err = cli(capsys, "translate", "--checkpoint", world["run_a"] / "last.pt", "--spm", world["spm_small"],
-                      "--input", world["root"] / "input.txt", "--output", out, "--beam", "1", "--device", "cpu",
-                      "--allow-vocab-mismatch")
-    assert status == 2 and "fewer than the model's vocab_size=60" in one_line_error(err, world["spm_small"])
+    status, err = cli(
+        capsys,
+        "translate",
+        "--checkpoint",
+        world["run_a"] / "last.pt",
+        "--spm",
+        world["spm_small"],
+        "--input",
+        world["root"] / "input.txt",
+        "--output",
+        out,
+        "--beam",
+        "1",
+        "--device",
+        "cpu",
+        "--allow-vocab-mismatch",
+    )
+    assert status == 2 and "fewer than the model's vocab_size=60" in one_line_error(
+        err, world["spm_small"]
+    )
     assert not out.exists()
 
 
 def test_translate_with_the_right_model_works(world, tmp_path, capsys):
     out = tmp_path / "out.txt"
-    status, err = cli(capsys, "translate", "--checkpoint", world["run_a"] / "last.pt", "--spm", world["spm_a"],
-                      "--input", world["root"] / "input.txt", "--output", out, "--beam", "1", "--device", "cpu")
+    status, err = cli(
+        capsys,
+        "translate",
+        "--checkpoint",
+        world["run_a"] / "last.pt",
+        "--spm",
+        world["spm_a"],
+        "--input",
+        world["root"] / "input.txt",
+        "--output",
+        out,
+        "--beam",
+        "1",
+        "--device",
+        "cpu",
+    )
     assert status == 0, err
     assert len(out.read_text().splitlines()) == 2
 
@@ -245,14 +374,25 @@ def test_translate_with_the_right_model_works(world, tmp_path, capsys):
 def test_ppl_refuses_data_of_another_vocabulary(world, tmp_path, capsys):
     out = tmp_path / "ppl.json"
     out.write_text("old\n")
-    status, err = cli(capsys, "ppl", "--checkpoint", world["run_a"] / "last.pt", "--data", world["root"] / "bin_b",
-                      "--out", out, "--device", "cpu")
+    status, err = cli(
+        capsys,
+        "ppl",
+        "--checkpoint",
+        world["run_a"] / "last.pt",
+        "--data",
+        world["root"] / "bin_b",
+        "--out",
+        out,
+        "--device",
+        "cpu",
+    )
     assert status == 2
     one_line_error(err, world["run_a"] / "last.pt", world["root"] / "bin_b", world["spm_b"])
     assert out.read_text() == "old\n"
 
 
 # -- 3. averaging unrelated runs, or one checkpoint twice ---------------------------------------
+
 
 def test_average_refuses_runs_on_other_data(world, tmp_path, capsys):
     out = tmp_path / "avg.pt"
@@ -268,7 +408,9 @@ def test_average_refuses_another_run_on_the_same_data(world, tmp_path, capsys):
     other = tmp_path / "other_run.pt"
     torch.save(payload, other)
     out = tmp_path / "avg.pt"
-    status, err = cli(capsys, "average", "--checkpoints", world["run_a"] / "last.pt", other, "--out", out)
+    status, err = cli(
+        capsys, "average", "--checkpoints", world["run_a"] / "last.pt", other, "--out", out
+    )
     assert status == 2 and "different training runs" in one_line_error(err, other)
     assert not out.exists()
 
@@ -295,6 +437,7 @@ def test_average_of_one_run_keeps_its_fingerprint(world, tmp_path, capsys):
 
 # -- 4. user mistakes: one line naming the file, exit 2, nothing written -------------------------
 
+
 def test_score_both_files_empty(tmp_path, capsys):
     hyp, ref, out = tmp_path / "hyp.txt", tmp_path / "ref.txt", tmp_path / "score.json"
     hyp.write_text("")
@@ -311,7 +454,9 @@ def test_score_paths_that_are_not_files(tmp_path, capsys, case):
     ref.write_text("a b c\n")
     folder = tmp_path / "folder"
     folder.mkdir()
-    out = {"out_is_dir": folder, "out_parent_is_file": hyp / "score.json"}.get(case, tmp_path / "score.json")
+    out = {"out_is_dir": folder, "out_parent_is_file": hyp / "score.json"}.get(
+        case, tmp_path / "score.json"
+    )
     hyp_arg = folder if case == "hyp_is_dir" else hyp
     status, err = cli(capsys, "score", "--hyp", hyp_arg, "--ref", ref, "--out", out)
     assert status == 2
@@ -324,8 +469,20 @@ def test_translate_output_that_is_a_directory_fails_before_decoding(world, tmp_p
     folder = tmp_path / "out"
     folder.mkdir()
     started = time.perf_counter()
-    status, err = cli(capsys, "translate", "--checkpoint", tmp_path / "absent.pt", "--spm", world["spm_a"],
-                      "--input", world["root"] / "input.txt", "--output", folder, "--device", "cpu")
+    status, err = cli(
+        capsys,
+        "translate",
+        "--checkpoint",
+        tmp_path / "absent.pt",
+        "--spm",
+        world["spm_a"],
+        "--input",
+        world["root"] / "input.txt",
+        "--output",
+        folder,
+        "--device",
+        "cpu",
+    )
     # The checkpoint does not even exist: the output was checked first, before any work.
     assert status == 2 and "is a directory" in one_line_error(err, folder)
     assert time.perf_counter() - started < 10 and list(folder.iterdir()) == []
@@ -336,9 +493,13 @@ def test_resume_from_an_averaged_checkpoint_is_refused(world, tmp_path, capsys):
     shutil.copytree(world["run_a"], run)
     (run / "summary.json").unlink()
     averaged = run / "checkpoints" / "step_0000009.pt"
-    average_files([run / "checkpoints" / "step_0000002.pt", run / "checkpoints" / "step_0000004.pt"], averaged)
+    average_files(
+        [run / "checkpoints" / "step_0000002.pt", run / "checkpoints" / "step_0000004.pt"], averaged
+    )
     before = sorted(p.name for p in (run / "checkpoints").iterdir())
-    status, err = cli(capsys, "train", "--train", world["root"] / "bin_a", "--out-dir", run, *TRAIN, "--resume")
+    status, err = cli(
+        capsys, "train", "--train", world["root"] / "bin_a", "--out-dir", run, *TRAIN, "--resume"
+    )
     assert status == 2 and "averaged checkpoint" in one_line_error(err, averaged)
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == before
     assert not (run / "summary.json").exists()
@@ -350,21 +511,38 @@ def test_checkpoint_whose_config_does_not_match_its_weights(world, tmp_path, cap
     bad = tmp_path / "bad.pt"
     torch.save(payload, bad)
     out = tmp_path / "out.txt"
-    status, err = cli(capsys, "translate", "--checkpoint", bad, "--spm", world["spm_a"],
-                      "--input", world["root"] / "input.txt", "--output", out, "--device", "cpu")
+    status, err = cli(
+        capsys,
+        "translate",
+        "--checkpoint",
+        bad,
+        "--spm",
+        world["spm_a"],
+        "--input",
+        world["root"] / "input.txt",
+        "--output",
+        out,
+        "--device",
+        "cpu",
+    )
     assert status == 2 and "do not match its stored model_config" in one_line_error(err, bad)
     assert not out.exists()
 
 
 # -- 5. an F1 that cannot be computed ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("test_lines", ["", "\n\n"])
 def test_evalb_without_valid_sentences_is_an_error(tmp_path, capsys, test_lines):
     gold, test = tmp_path / "gold.tree", tmp_path / "test.tree"
-    gold.write_text("" if not test_lines else "(S (NP (DT a)) (VP (VB b)))\n(S (NP (DT c)) (VP (VB d)))\n")
+    gold.write_text(
+        "" if not test_lines else "(S (NP (DT a)) (VP (VB b)))\n(S (NP (DT c)) (VP (VB d)))\n"
+    )
     test.write_text(test_lines)
     report, scores = tmp_path / "evalb.txt", tmp_path / "evalb.json"
-    status, err = cli(capsys, "evalb", "--gold", gold, "--test", test, "--out", report, "--json", scores)
+    status, err = cli(
+        capsys, "evalb", "--gold", gold, "--test", test, "--out", report, "--json", scores
+    )
     assert status == 2 and "no valid sentences" in one_line_error(err, test)
     assert not report.exists() and not scores.exists()
 
@@ -375,31 +553,45 @@ def test_table4_shows_an_uncomputable_f1_as_such(tmp_path):
     evalb_json.write_text(json.dumps({"all": totals, "cutoff_len": 40, "len<=40": totals}))
     summary = tmp_path / "summary.json"
     summary.write_text(json.dumps({"wall_seconds": 1.0, "device": "cpu", "devices": 1, "steps": 4}))
-    table = table4([{"setting": "wsj_only", "evalb": str(evalb_json), "summary": str(summary)}], "smoke")
+    table = table4(
+        [{"setting": "wsj_only", "evalb": str(evalb_json), "summary": str(summary)}], "smoke"
+    )
     ours = table[table["source"] == "ours"].iloc[0]
-    assert ours["status"] == "no valid sentences" and math.isnan(ours["f1"])  # an empty cell, not a number
+    assert ours["status"] == "no valid sentences" and math.isnan(
+        ours["f1"]
+    )  # an empty cell, not a number
     assert "no valid sentences" in to_markdown(table)
 
 
 # -- 6 and 7. resuming after a crash: corrupt newest checkpoint, stale temporaries ---------------
+
 
 def test_resume_skips_a_corrupt_newest_checkpoint_and_cleans_temporaries(world, tmp_path, capsys):
     run = tmp_path / "run"
     shutil.copytree(world["run_a"], run)
     (run / "summary.json").unlink()
     newest = run / "checkpoints" / "step_0000004.pt"
-    newest.write_bytes(newest.read_bytes()[:100])  # a preempted write on a file system without atomic rename
+    newest.write_bytes(
+        newest.read_bytes()[:100]
+    )  # a preempted write on a file system without atomic rename
     stale = run / "checkpoints" / ".step_0000006.pt.k1ll3d.tmp"
     stale.write_bytes(b"")
-    status, err = cli(capsys, "train", "--train", world["root"] / "bin_a", "--out-dir", run, *TRAIN, "--resume")
+    status, err = cli(
+        capsys, "train", "--train", world["root"] / "bin_a", "--out-dir", run, *TRAIN, "--resume"
+    )
     assert status == 0, err
-    assert f"skipping checkpoint {newest}" in err and "resuming from" in err and "step_0000002.pt" in err
+    assert (
+        f"skipping checkpoint {newest}" in err
+        and "resuming from" in err
+        and "step_0000002.pt" in err
+    )
     assert (run / "checkpoints" / "step_0000004.pt.corrupt").stat().st_size == 100
     assert not stale.exists() and str(stale) in err
     assert load_checkpoint(run / "last.pt")["step"] == 4
 
 
 # -- 8. every shipped configuration stands alone ---------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["config", "smoke", "multi30k", "nltk_parsing"])
 def test_every_key_the_rules_read_is_set_in_each_shipped_configuration(name):

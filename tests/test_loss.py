@@ -38,7 +38,9 @@ def test_loss_and_gradients_equal_autograd_of_torch(epsilon, chunk_elements, mon
     ours = hidden.grad.clone(), weight.grad.clone()
     hidden.grad = weight.grad = None
     logits = F.linear(hidden, weight).view(-1, 13)
-    ref = F.cross_entropy(logits, target.view(-1), ignore_index=0, reduction="sum", label_smoothing=epsilon)
+    ref = F.cross_entropy(
+        logits, target.view(-1), ignore_index=0, reduction="sum", label_smoothing=epsilon
+    )
     ref_nll = F.cross_entropy(logits, target.view(-1), ignore_index=0, reduction="sum")
     (0.37 * ref).backward()
     assert out.tokens == 5 and not out.nll.requires_grad
@@ -50,7 +52,9 @@ def test_loss_and_gradients_equal_autograd_of_torch(epsilon, chunk_elements, mon
 
 def test_no_gradient_work_without_grad():
     with torch.no_grad():
-        out = projected_label_smoothed_loss(torch.randn(4, 3), IDENTITY, torch.tensor([1, 2, 0, 1]), 0.1)
+        out = projected_label_smoothed_loss(
+            torch.randn(4, 3), IDENTITY, torch.tensor([1, 2, 0, 1]), 0.1
+        )
     assert out.tokens == 3 and torch.isfinite(out.loss)
 
 

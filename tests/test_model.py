@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from conftest import tiny_config, tiny_model
 from torch import nn
 
-from transformer_core.config import ModelConfig
 from transformer_core.model import (
     Transformer,
     matmul_attention,
@@ -12,8 +12,7 @@ from transformer_core.model import (
     sinusoidal_encoding,
 )
 
-TINY = ModelConfig(vocab_size=50, encoder_layers=2, decoder_layers=2, d_model=32, d_ff=64, h=4,
-                   d_k=8, d_v=8, dropout=0.1, max_positions=64)
+TINY = tiny_config(dropout=0.1)  # train mode (the gradient test) goes through dropout
 VARIANTS = {
     "tiny": TINY,
     "dk_ne_dv": TINY.replace(d_k=4, d_v=12),  # Table 3 row B: h*d_k != d_model
@@ -31,16 +30,11 @@ def random_batch(cfg, batch=3, src_len=7, tgt_len=5, seed=0):
     return src, tgt
 
 
-def make_model(cfg, seed=0):
-    torch.manual_seed(seed)
-    return Transformer(cfg).eval()
-
-
 @pytest.mark.parametrize("name", VARIANTS)
 def test_output_shape(name):
     cfg = VARIANTS[name]
     src, tgt = random_batch(cfg)
-    logits = make_model(cfg)(src, tgt)
+    logits = tiny_model(cfg)(src, tgt)
     assert logits.shape == (3, 5, cfg.vocab_size)
     assert torch.isfinite(logits).all()
 
@@ -48,7 +42,7 @@ def test_output_shape(name):
 @pytest.mark.parametrize("name", VARIANTS)
 def test_every_parameter_gets_a_gradient(name):
     cfg = VARIANTS[name]
-    model = make_model(cfg).train()
+    model = tiny_model(cfg).train()
     src, tgt = random_batch(cfg)
     model(src, tgt).logsumexp(-1).sum().backward()
     for pname, param in model.named_parameters():
@@ -57,7 +51,7 @@ def test_every_parameter_gets_a_gradient(name):
 
 
 def test_causal_mask_hides_later_target_tokens():
-    model = make_model(TINY)
+    model = tiny_model(TINY)
     src, tgt = random_batch(TINY, tgt_len=8)
     changed = tgt.clone()
     changed[:, 5:] = torch.randint(4, TINY.vocab_size, (3, 3))
@@ -68,7 +62,7 @@ def test_causal_mask_hides_later_target_tokens():
 
 
 def test_extra_padding_leaves_outputs_unchanged():
-    model = make_model(TINY)
+    model = tiny_model(TINY)
     src, tgt = random_batch(TINY, batch=2, src_len=6, tgt_len=4)
     src[1, 4:] = TINY.pad_id  # second sentence is shorter
     tgt[1, 3:] = TINY.pad_id
@@ -85,16 +79,20 @@ def test_extra_padding_leaves_outputs_unchanged():
 def test_sinusoids_match_the_formula():
     table = sinusoidal_encoding(10, 6)
     pos, i = 7, 1
-    assert table[pos, 2 * i].item() == pytest.approx(torch.sin(torch.tensor(pos / 10000 ** (2 * i / 6))).item())
-    assert table[pos, 2 * i + 1].item() == pytest.approx(torch.cos(torch.tensor(pos / 10000 ** (2 * i / 6))).item())
+    assert table[pos, 2 * i].item() == pytest.approx(
+        torch.sin(torch.tensor(pos / 10000 ** (2 * i / 6))).item()
+    )
+    assert table[pos, 2 * i + 1].item() == pytest.approx(
+        torch.cos(torch.tensor(pos / 10000 ** (2 * i / 6))).item()
+    )
 
 
 def test_sinusoids_extend_past_max_positions_but_learned_do_not():
     cfg = TINY.replace(max_positions=8)
     src, tgt = random_batch(cfg, src_len=12, tgt_len=3)
-    assert make_model(cfg)(src, tgt).shape == (3, 3, cfg.vocab_size)
+    assert tiny_model(cfg)(src, tgt).shape == (3, 3, cfg.vocab_size)
     with pytest.raises(ValueError, match="max_positions"):
-        make_model(cfg.replace(positional="learned"))(src, tgt)
+        tiny_model(cfg.replace(positional="learned"))(src, tgt)
 
 
 def copy_attention(ours, ref: nn.MultiheadAttention):
@@ -113,9 +111,17 @@ def copy_common(ours, ref):
 
 def test_matches_torch_nn_post_norm_layers():
     cfg = TINY.replace(encoder_layers=3, decoder_layers=2)
-    model = make_model(cfg)
-    kw = dict(d_model=cfg.d_model, nhead=cfg.h, dim_feedforward=cfg.d_ff, dropout=cfg.dropout,
-              activation="relu", layer_norm_eps=1e-6, batch_first=True, norm_first=False)
+    model = tiny_model(cfg)
+    kw = dict(
+        d_model=cfg.d_model,
+        nhead=cfg.h,
+        dim_feedforward=cfg.d_ff,
+        dropout=cfg.dropout,
+        activation="relu",
+        layer_norm_eps=1e-6,
+        batch_first=True,
+        norm_first=False,
+    )
     enc = nn.ModuleList(nn.TransformerEncoderLayer(**kw) for _ in range(cfg.encoder_layers)).eval()
     dec = nn.ModuleList(nn.TransformerDecoderLayer(**kw) for _ in range(cfg.decoder_layers)).eval()
     with torch.no_grad():
@@ -132,10 +138,10 @@ def test_matches_torch_nn_post_norm_layers():
         src[0, 6:] = cfg.pad_id
         src_pad = src == cfg.pad_id
         causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1))
-        x = model.embedding(src) * cfg.d_model ** 0.5 + sinusoidal_encoding(9, cfg.d_model)
+        x = model.embedding(src) * cfg.d_model**0.5 + sinusoidal_encoding(9, cfg.d_model)
         for layer in enc:
             x = layer(x, src_key_padding_mask=src_pad)
-        y = model.embedding(tgt) * cfg.d_model ** 0.5 + sinusoidal_encoding(6, cfg.d_model)
+        y = model.embedding(tgt) * cfg.d_model**0.5 + sinusoidal_encoding(6, cfg.d_model)
         for layer in dec:
             y = layer(y, x, tgt_mask=causal, memory_key_padding_mask=src_pad)
         reference = y @ model.embedding.weight.T
@@ -146,7 +152,7 @@ def test_matches_torch_nn_post_norm_layers():
 @pytest.mark.parametrize("name", VARIANTS)
 def test_incremental_decoding_matches_full_forward(name):
     cfg = VARIANTS[name]
-    model = make_model(cfg)
+    model = tiny_model(cfg)
     src, tgt = random_batch(cfg, src_len=8, tgt_len=7)
     src[2, 5:] = cfg.pad_id
     with torch.no_grad():
@@ -159,7 +165,7 @@ def test_incremental_decoding_matches_full_forward(name):
 
 
 def test_reorder_state_follows_the_selected_rows():
-    model = make_model(TINY)
+    model = tiny_model(TINY)
     src, tgt = random_batch(TINY, tgt_len=4)
     with torch.no_grad():
         memory, mask = model.encode(src)
@@ -186,7 +192,7 @@ def test_matmul_attention_equals_sdpa_with_a_padding_mask():
 
 def test_beam_rows_share_their_sentence_encoder_cache():
     """beam rows per sentence: rows move within their sentence, sentences leave; logits stay exact."""
-    model = make_model(TINY)
+    model = tiny_model(TINY)
     src, tgt = random_batch(TINY, tgt_len=4)
     src[1, 4:] = TINY.pad_id
     beam = 2
@@ -213,10 +219,14 @@ def test_parameter_count_matches_instantiated_model():
 def test_initializations():
     """xavier: Xavier-uniform projections, embedding N(0, d_model^-0.5); normal: every matrix N(0, init_std)."""
     cfg = TINY.replace(d_model=64, d_ff=256, d_k=16, d_v=16, vocab_size=2000)
-    xavier, normal = make_model(cfg), make_model(cfg.replace(init="normal", init_std=0.05))
-    w_1 = xavier.encoder_layers[0].feed_forward.w_1.weight.detach()  # (256, 64): bound sqrt(6 / (64 + 256))
-    assert w_1.abs().max() <= (6 / 320) ** 0.5 and w_1.std().item() == pytest.approx((2 / 320) ** 0.5, rel=0.05)
-    assert xavier.embedding.weight.std().item() == pytest.approx(64 ** -0.5, rel=0.05)
+    xavier, normal = tiny_model(cfg), tiny_model(cfg.replace(init="normal", init_std=0.05))
+    w_1 = xavier.encoder_layers[
+        0
+    ].feed_forward.w_1.weight.detach()  # (256, 64): bound sqrt(6 / (64 + 256))
+    assert w_1.abs().max() <= (6 / 320) ** 0.5 and w_1.std().item() == pytest.approx(
+        (2 / 320) ** 0.5, rel=0.05
+    )
+    assert xavier.embedding.weight.std().item() == pytest.approx(64**-0.5, rel=0.05)
     for model in (xavier, normal):
         for name, param in model.named_parameters():
             if name.endswith("bias"):

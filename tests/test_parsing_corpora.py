@@ -159,7 +159,9 @@ def _corpus(folder: Path, words: str, trees: str) -> Path:
 
 def test_merge_appends_a_parsed_corpus_to_the_treebank(tmp_path):
     treebank = _corpus(tmp_path / "tb", "the dog barked .\n", "(S (NP XX XX )NP (VP XX )VP XX )S\n")
-    corpus = _corpus(tmp_path / "semi", "hi\nshe left", "(FRAG XX )FRAG\n(S (NP XX )NP (VP XX )VP )S")
+    corpus = _corpus(
+        tmp_path / "semi", "hi\nshe left", "(FRAG XX )FRAG\n(S (NP XX )NP (VP XX )VP )S"
+    )
     counts = merge_training_files(treebank, corpus, tmp_path / "out")
     assert counts == {"treebank": 1, "corpus": 2}
     assert (tmp_path / "out" / "train.words").read_text() == "the dog barked .\nhi\nshe left\n"
@@ -167,8 +169,16 @@ def test_merge_appends_a_parsed_corpus_to_the_treebank(tmp_path):
         "(FRAG XX )FRAG",
         "(S (NP XX )NP (VP XX )VP )S",
     ]
-    proc = _cli("treebank", "merge", "--treebank", str(treebank), "--corpus", str(corpus),
-                "--out", str(tmp_path / "cli"))
+    proc = _cli(
+        "treebank",
+        "merge",
+        "--treebank",
+        str(treebank),
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(tmp_path / "cli"),
+    )
     assert proc.returncode == 0 and "1 treebank + 2 corpus pairs" in proc.stdout
 
 
@@ -186,6 +196,14 @@ def test_merge_rejects_a_misaligned_corpus(tmp_path, words, trees, message):
     with pytest.raises(UserError, match=message):
         merge_training_files(treebank, corpus, tmp_path / "out")
     assert not (tmp_path / "out" / "train.words").exists()  # nothing half-written
-    proc = _cli("treebank", "merge", "--treebank", str(treebank), "--corpus", str(tmp_path / "none"),
-                "--out", str(tmp_path / "out"))
+    proc = _cli(
+        "treebank",
+        "merge",
+        "--treebank",
+        str(treebank),
+        "--corpus",
+        str(tmp_path / "none"),
+        "--out",
+        str(tmp_path / "out"),
+    )
     assert proc.returncode == 2 and "no such file" in proc.stderr and "Traceback" not in proc.stderr

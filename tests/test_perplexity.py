@@ -7,9 +7,9 @@ import sys
 
 import pytest
 import torch
+from conftest import tiny_config, tiny_model
 
 from transformer_core.checkpoint import save_checkpoint
-from transformer_core.config import ModelConfig
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.errors import UserError
 from transformer_core.model import Transformer
@@ -19,19 +19,18 @@ BOS, EOS = 2, 3
 VOCAB = 30
 
 
-def tiny_model(seed=0):
-    torch.manual_seed(seed)
-    # label_smoothing is stored with the model; perplexity must ignore it.
-    cfg = ModelConfig(vocab_size=VOCAB, encoder_layers=1, decoder_layers=2, d_model=32, d_ff=64, h=4,
-                      d_k=8, d_v=8, dropout=0.1, label_smoothing=0.1, max_positions=64)
-    return Transformer(cfg).eval()
+# label_smoothing is stored with the model; perplexity must ignore it.
+CFG = tiny_config(vocab_size=VOCAB, encoder_layers=1, dropout=0.1, label_smoothing=0.1)
 
 
 def random_pairs(n=23, seed=0):
     gen = torch.Generator().manual_seed(seed)
+
     def sentence():
-        return torch.randint(4, VOCAB, (int(torch.randint(1, 12, (1,), generator=gen)),),
-                             generator=gen).tolist()
+        return torch.randint(
+            4, VOCAB, (int(torch.randint(1, 12, (1,), generator=gen)),), generator=gen
+        ).tolist()
+
     return [(sentence(), sentence()) for _ in range(n)]
 
 
@@ -58,7 +57,7 @@ def binarized(tmp_path):
 
 def test_dataset_perplexity_matches_a_direct_computation(binarized):
     prefix, pairs = binarized
-    model = tiny_model()
+    model = tiny_model(CFG)
     expected, tokens = direct_perplexity(model, pairs)
     result = dataset_perplexity(model, prefix, max_tokens=40)  # several padded batches
     assert result.tokens == tokens
@@ -67,7 +66,7 @@ def test_dataset_perplexity_matches_a_direct_computation(binarized):
 
 
 def test_perplexity_over_plain_tensors_ignores_padding():
-    model = tiny_model(seed=1)
+    model = tiny_model(CFG, seed=1)
     pairs = random_pairs(n=2, seed=3)
     expected, _ = direct_perplexity(model, pairs)
     src = torch.zeros(2, 20, dtype=torch.long)
@@ -85,13 +84,30 @@ def test_perplexity_over_plain_tensors_ignores_padding():
 
 def test_ppl_cli_writes_json(tmp_path, binarized):
     prefix, pairs = binarized
-    model = tiny_model()
+    model = tiny_model(CFG)
     save_checkpoint(tmp_path / "model.pt", model.cfg, model.state_dict())
     out = tmp_path / "ppl" / "dev.json"
     result = subprocess.run(
-        [sys.executable, "-m", "transformer_core", "ppl", "--checkpoint", str(tmp_path / "model.pt"),
-         "--data", str(prefix), "--out", str(out), "--max-tokens", "64", "--device", "cpu"],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "transformer_core",
+            "ppl",
+            "--checkpoint",
+            str(tmp_path / "model.pt"),
+            "--data",
+            str(prefix),
+            "--out",
+            str(out),
+            "--max-tokens",
+            "64",
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
     expected, tokens = direct_perplexity(model, pairs)
@@ -99,11 +115,26 @@ def test_ppl_cli_writes_json(tmp_path, binarized):
     assert report["tokens"] == tokens and report["sentences"] == len(pairs)
     assert report["precision"] == "fp32"
     # A split from another vocabulary is refused with a clear message.
-    small = tiny_model().cfg.replace(vocab_size=10)
+    small = CFG.replace(vocab_size=10)
     save_checkpoint(tmp_path / "small.pt", small, Transformer(small).state_dict())
     result = subprocess.run(
-        [sys.executable, "-m", "transformer_core", "ppl", "--checkpoint", str(tmp_path / "small.pt"),
-         "--data", str(prefix), "--out", str(tmp_path / "x.json"), "--device", "cpu"],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "transformer_core",
+            "ppl",
+            "--checkpoint",
+            str(tmp_path / "small.pt"),
+            "--data",
+            str(prefix),
+            "--out",
+            str(tmp_path / "x.json"),
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and "do not belong together" in result.stderr
     assert not (tmp_path / "x.json").exists()

@@ -14,7 +14,14 @@ def test_identity_at_scale_one():
 
 def test_widths_divided_heads_and_depth_kept():
     base = model_config("base", **scaled_model_overrides("base", 8))
-    assert (base.d_model, base.d_ff, base.d_k, base.d_v, base.h, base.encoder_layers) == (64, 256, 8, 8, 8, 6)
+    assert (base.d_model, base.d_ff, base.d_k, base.d_v, base.h, base.encoder_layers) == (
+        64,
+        256,
+        8,
+        8,
+        8,
+        6,
+    )
     a1 = model_config("base", **scaled_model_overrides("A1", 8))
     assert (a1.h, a1.d_k, a1.h * a1.d_k) == (1, 64, base.d_model)
     b1 = model_config("base", **scaled_model_overrides("B1", 8))
@@ -26,7 +33,10 @@ def test_widths_divided_heads_and_depth_kept():
 
 
 def test_depth_divided_keeps_row_c_ordering():
-    depths = [model_config("base", **scaled_model_overrides(row, 8, 2)).encoder_layers for row in ("C1", "C2", "base", "C3")]
+    depths = [
+        model_config("base", **scaled_model_overrides(row, 8, 2)).encoder_layers
+        for row in ("C1", "C2", "base", "C3")
+    ]
     assert depths == [1, 2, 3, 4]
     big = model_config("base", **scaled_model_overrides("big", 8, 2))
     assert (big.d_model, big.h, big.decoder_layers, big.dropout) == (128, 16, 3, 0.3)

@@ -8,11 +8,14 @@ from transformer_core.errors import ConfigError
 from transformer_core.schedule import learning_rate, peak_learning_rate
 
 
-@pytest.mark.parametrize(("step", "expected"), [
-    (1, 512 ** -0.5 * 1 * 4000 ** -1.5),          # warmup branch: 1.747e-7
-    (4000, 512 ** -0.5 * 4000 ** -0.5),           # both branches meet: 6.988e-4
-    (100_000, 512 ** -0.5 * 100_000 ** -0.5),     # inverse-sqrt tail: 1.398e-4
-])
+@pytest.mark.parametrize(
+    ("step", "expected"),
+    [
+        (1, 512**-0.5 * 1 * 4000**-1.5),  # warmup branch: 1.747e-7
+        (4000, 512**-0.5 * 4000**-0.5),  # both branches meet: 6.988e-4
+        (100_000, 512**-0.5 * 100_000**-0.5),  # inverse-sqrt tail: 1.398e-4
+    ],
+)
 def test_base_schedule_matches_formula(step, expected):
     assert learning_rate(step, 512, 4000) == pytest.approx(expected, rel=1e-12)
 
@@ -26,7 +29,9 @@ def test_known_values():
 def test_peak_at_warmup_and_scale_multiplies():
     lrs = [learning_rate(s, 1024, 4000) for s in range(3990, 4011)]
     assert max(lrs) == learning_rate(4000, 1024, 4000) == peak_learning_rate(1024, 4000)
-    assert learning_rate(123, 512, 4000, scale=2.5) == pytest.approx(2.5 * learning_rate(123, 512, 4000))
+    assert learning_rate(123, 512, 4000, scale=2.5) == pytest.approx(
+        2.5 * learning_rate(123, 512, 4000)
+    )
     assert peak_learning_rate(512, 4000) == pytest.approx(1 / math.sqrt(512 * 4000))
 
 

@@ -6,10 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import tiny_config, tiny_model
 
-from transformer_core.config import ModelConfig
 from transformer_core.errors import UserError
-from transformer_core.model import Transformer
 from transformer_core.search import (
     DecodeOptions,
     beam_search,
@@ -45,8 +44,9 @@ class TableModel:
     def __init__(self, tables, vocab_size=6):
         self.tables = tables
         self.vocab_size = vocab_size
-        self.cfg = SimpleNamespace(pad_id=PAD, bos_id=BOS, eos_id=EOS, positional="sinusoidal",
-                                   max_positions=1024)
+        self.cfg = SimpleNamespace(
+            pad_id=PAD, bos_id=BOS, eos_id=EOS, positional="sinusoidal", max_positions=1024
+        )
         self.step_rows = []
 
     def encode(self, src_tokens):
@@ -60,8 +60,9 @@ class TableModel:
             state.prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)
         self.step_rows.append(len(tokens))
         logits = torch.full((len(tokens), self.vocab_size), -math.inf)
-        for row, (table, prefix) in enumerate(zip(state.table_ids.tolist(), state.prefix.tolist(),
-                                                  strict=True)):
+        for row, (table, prefix) in enumerate(
+            zip(state.table_ids.tolist(), state.prefix.tolist(), strict=True)
+        ):
             dist = self.tables[table].get(tuple(prefix), {EOS: 1.0})
             for token, p in dist.items():
                 logits[row, token] = math.log(p)
@@ -103,8 +104,9 @@ SHORT_VS_LONG = {(): {EOS: 0.45, A: 0.55}, (A,): {EOS: 0.8, A: 0.2}}
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 4.0, 10.0])
 def test_length_penalty_orders_hypotheses_by_the_formula(alpha):
-    [hyps] = beam_search_nbest(TableModel({0: SHORT_VS_LONG}), src(0), beam_size=3, alpha=alpha,
-                               nbest=3)
+    [hyps] = beam_search_nbest(
+        TableModel({0: SHORT_VS_LONG}), src(0), beam_size=3, alpha=alpha, nbest=3
+    )
     raw = {(): 0.45, (A,): 0.55 * 0.8, (A, A): 0.55 * 0.2}
     expected = sorted(raw, key=lambda y: -math.log(raw[y]) / ((5 + len(y) + 1) / 6) ** alpha)
     assert [tuple(h.tokens) for h in hyps] == expected
@@ -131,7 +133,9 @@ def test_early_stop_when_no_live_hypothesis_can_win():
     # With a strong penalty the live A could still win at the maximum length: search goes on,
     # and the length-10 hypothesis A^10 (log 0.4, no EOS) does win.
     model = TableModel({0: table})
-    assert beam_search(model, src(0), beam_size=4, alpha=2.0, max_len_a=0, max_len_b=10) == [[A] * 10]
+    assert beam_search(model, src(0), beam_size=4, alpha=2.0, max_len_a=0, max_len_b=10) == [
+        [A] * 10
+    ]
     assert len(model.step_rows) == 10
 
 
@@ -148,8 +152,9 @@ def test_max_length_finishes_hypotheses_as_they_are():
     # Source of 3 non-pad tokens, padded to 5: max length 1 * 3 + 1 = 4 generated tokens.
     padded = torch.tensor([[10, 7, EOS, PAD, PAD]])
     assert max_output_lengths(padded, PAD, 1.0, 1).tolist() == [4]
-    [hyps] = beam_search_nbest(TableModel({0: forever}), padded, beam_size=2, max_len_a=1.0,
-                               max_len_b=1)
+    [hyps] = beam_search_nbest(
+        TableModel({0: forever}), padded, beam_size=2, max_len_a=1.0, max_len_b=1
+    )
     assert hyps[0].tokens == [A] * 4
     assert hyps[0].log_prob == pytest.approx(0.0)
 
@@ -159,10 +164,11 @@ def test_min_len_blocks_eos():
     table = {(): {EOS: 0.6, A: 0.4}, **{(A,) * n: {EOS: 0.5, A: 0.5} for n in range(1, 10)}}
     assert beam_search(TableModel({0: table}), src(0), beam_size=2, alpha=0.0) == [[]]
     for min_len in (1, 3):
-        [hyps] = beam_search_nbest(TableModel({0: table}), src(0), beam_size=2, alpha=0.0,
-                                   min_len=min_len)
+        [hyps] = beam_search_nbest(
+            TableModel({0: table}), src(0), beam_size=2, alpha=0.0, min_len=min_len
+        )
         assert hyps[0].tokens == [A] * min_len
-        assert hyps[0].log_prob == pytest.approx(math.log(0.4 * 0.5 ** min_len))
+        assert hyps[0].log_prob == pytest.approx(math.log(0.4 * 0.5**min_len))
 
 
 def test_a_sentence_without_any_possible_output_gets_an_empty_one():
@@ -180,27 +186,21 @@ def test_options_object_keywords_and_the_beam_check():
     UserError wherever it comes from."""
     options = DecodeOptions(beam_size=3, alpha=10.0)
     model = TableModel({0: SHORT_VS_LONG})
-    assert beam_search(model, src(0), options) == beam_search(model, src(0), beam_size=3, alpha=10.0)
+    assert beam_search(model, src(0), options) == beam_search(
+        model, src(0), beam_size=3, alpha=10.0
+    )
     assert beam_search(model, src(0), options, alpha=0.0) == [[]]
     assert DecodeOptions() == DecodeOptions(beam_size=4, alpha=0.6, max_len_a=1.0, max_len_b=50)
-    for call in (lambda: DecodeOptions(beam_size=0), lambda: beam_search(model, src(0), beam_size=0),
-                 lambda: greedy_search(model, src(0), options, beam_size=0)):
+    for call in (
+        lambda: DecodeOptions(beam_size=0),
+        lambda: beam_search(model, src(0), beam_size=0),
+        lambda: greedy_search(model, src(0), options, beam_size=0),
+    ):
         with pytest.raises(UserError, match="--beam must be at least 1, got 0"):
             call()
 
 
 # -- a tiny random Transformer ------------------------------------------------------------
-
-def tiny_model(vocab_size, seed=0, **overrides):
-    torch.manual_seed(seed)
-    shape = dict(encoder_layers=2, decoder_layers=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8,
-                 dropout=0.0, max_positions=64)
-    cfg = ModelConfig(vocab_size=vocab_size, **{**shape, **overrides})
-    model = Transformer(cfg).eval()
-    # Larger logits than the initialization gives: sharper, more varied distributions.
-    with torch.no_grad():
-        model.embedding.weight.mul_(4.0)
-    return model
 
 
 def sequence_log_probs(model, src_tokens, outputs):
@@ -211,13 +211,15 @@ def sequence_log_probs(model, src_tokens, outputs):
         tgt_in[row, : len(out)] = torch.tensor([BOS] + out[:-1])  # causal: padding after is unseen
     with torch.no_grad():
         log_probs = torch.log_softmax(model(src_tokens.expand(len(outputs), -1), tgt_in), dim=-1)
-    return [sum(log_probs[row, i, token].item() for i, token in enumerate(out))
-            for row, out in enumerate(outputs)]
+    return [
+        sum(log_probs[row, i, token].item() for i, token in enumerate(out))
+        for row, out in enumerate(outputs)
+    ]
 
 
 @pytest.mark.parametrize("seed", [0, 4, 9, 11])  # with 4, 9 and 11 greedy search misses the best
 def test_large_beam_finds_the_exhaustive_best(seed):
-    model = tiny_model(vocab_size=6, seed=seed)
+    model = tiny_model(tiny_config(vocab_size=6), seed=seed, sharp=True)
     source = torch.tensor([[4, 5, 5, 4, EOS]])
     max_len, alpha = 4, 0.6
     words = [UNK, A, B]  # every token but pad, BOS and EOS
@@ -230,8 +232,9 @@ def test_large_beam_finds_the_exhaustive_best(seed):
         results.append((log_prob / length_penalty(len(out), alpha), tokens, log_prob))
     results.sort(key=lambda r: -r[0])
     beam = 4 * 3 ** (max_len - 1)  # every candidate of the last step fits in the beam
-    [hyps] = beam_search_nbest(model, source, beam_size=beam, alpha=alpha, max_len_a=0,
-                               max_len_b=max_len, nbest=10)
+    [hyps] = beam_search_nbest(
+        model, source, beam_size=beam, alpha=alpha, max_len_a=0, max_len_b=max_len, nbest=10
+    )
     assert [h.tokens for h in hyps] == [r[1] for r in results[:10]]
     for h, (score, _, log_prob) in zip(hyps, results, strict=False):
         assert h.score == pytest.approx(score, abs=1e-4)
@@ -248,7 +251,7 @@ def random_sources(vocab_size, lengths, seed=0):
 
 
 def test_beam_one_equals_greedy():
-    model = tiny_model(vocab_size=20, seed=3)
+    model = tiny_model(tiny_config(vocab_size=20), seed=3, sharp=True)
     sources = random_sources(20, [5, 9, 2, 7, 4, 6], seed=1)
     for min_len in (0, 3):
         greedy = greedy_search(model, sources, max_len_a=1.0, max_len_b=5, min_len=min_len)
@@ -259,23 +262,33 @@ def test_beam_one_equals_greedy():
 
 @pytest.mark.parametrize("beam_size", [2, 4])
 def test_batch_equals_sentence_by_sentence(beam_size):
-    model = tiny_model(vocab_size=20, seed=4)
+    model = tiny_model(tiny_config(vocab_size=20), seed=4, sharp=True)
     sources = random_sources(20, [5, 9, 2, 7, 4, 6, 3], seed=2)
-    batched = beam_search_nbest(model, sources, beam_size=beam_size, max_len_a=1.0, max_len_b=4,
-                                nbest=2)
+    batched = beam_search_nbest(
+        model, sources, beam_size=beam_size, max_len_a=1.0, max_len_b=4, nbest=2
+    )
     lengths = (sources != PAD).sum(dim=1).tolist()
     for i, n in enumerate(lengths):
-        [alone] = beam_search_nbest(model, sources[i : i + 1, :n], beam_size=beam_size,
-                                    max_len_a=1.0, max_len_b=4, nbest=2)
+        [alone] = beam_search_nbest(
+            model, sources[i : i + 1, :n], beam_size=beam_size, max_len_a=1.0, max_len_b=4, nbest=2
+        )
         assert [h.tokens for h in batched[i]] == [h.tokens for h in alone]
         for b, a in zip(batched[i], alone, strict=True):
             assert b.score == pytest.approx(a.score, abs=1e-4)
 
 
 def test_learned_positions_cap_the_output_length():
-    model = tiny_model(vocab_size=20, seed=5, positional="learned", max_positions=6)
-    out = beam_search(model, random_sources(20, [5], seed=3), beam_size=2, max_len_a=1.0,
-                      max_len_b=50, min_len=100)
+    model = tiny_model(
+        tiny_config(vocab_size=20, positional="learned", max_positions=6), seed=5, sharp=True
+    )
+    out = beam_search(
+        model,
+        random_sources(20, [5], seed=3),
+        beam_size=2,
+        max_len_a=1.0,
+        max_len_b=50,
+        min_len=100,
+    )
     assert len(out[0]) == 6
 
 

@@ -296,8 +296,9 @@ def assert_jobs_got_profile_resources(jobs, profile_env):
 @pytest.mark.slow
 def test_smoke_pipeline_runs_through_slurm(local_slurm, tmp_path):
     """Table 2 of the smoke configuration, every job an sbatch job on the local cluster."""
-    run = run_on_local_slurm(tmp_path, PIPELINE, configfile=SMOKE_CONFIG, targets=["results/table2.csv"],
-                             timeout=1200)
+    run = run_on_local_slurm(
+        tmp_path, PIPELINE, configfile=SMOKE_CONFIG, targets=["results/table2.csv"], timeout=1200
+    )
     assert run.returncode == 0, (
         f"{run.stdout[-4000:]}\n{run.stderr[-4000:]}\n{local_slurm.log_tail()}"
     )
@@ -305,13 +306,24 @@ def test_smoke_pipeline_runs_through_slurm(local_slurm, tmp_path):
     jobs = slurm_jobs(local_slurm, tmp_path)
     for job in jobs:  # shown with `pytest -s`: what SLURM recorded for each job
         record = job.record
-        print(f"JobId={job.job_id} rule={job.rule} {job.wildcards} JobState={record['JobState']} "
-              f"TimeLimit={record['TimeLimit']} Tres={record['Tres']} ExitCode={record['ExitCode']}")
+        print(
+            f"JobId={job.job_id} rule={job.rule} {job.wildcards} JobState={record['JobState']} "
+            f"TimeLimit={record['TimeLimit']} Tres={record['Tres']} ExitCode={record['ExitCode']}"
+        )
     counts = {}
     for job in jobs:
         counts[job.rule] = counts.get(job.rule, 0) + 1
-    assert counts == {"download": 2, "prepare": 6, "spm_train": 2, "binarize": 4, "train": 4,
-                      "average": 4, "translate": 4, "score": 4, "table2": 1}, counts
+    assert counts == {
+        "download": 2,
+        "prepare": 6,
+        "spm_train": 2,
+        "binarize": 4,
+        "train": 4,
+        "average": 4,
+        "translate": 4,
+        "score": 4,
+        "table2": 1,
+    }, counts
     assert len({j.record["Name"] for j in jobs}) == 1  # one run: the plugin names jobs by its id
     assert_jobs_got_profile_resources(jobs, {"TRANSFORMER_SLURM_SIZE": "smoke"})
 

@@ -30,8 +30,10 @@ def write(path, data):
 @pytest.fixture
 def run_files(tmp_path):
     scores = write(tmp_path / "evalb.json", evalb(GOLD, TEST).as_dict())
-    summary = write(tmp_path / "summary.json", {"wall_seconds": 1800, "device": "NVIDIA H200", "devices": 1,
-                                                "steps": 100000})
+    summary = write(
+        tmp_path / "summary.json",
+        {"wall_seconds": 1800, "device": "NVIDIA H200", "devices": 1, "steps": 100000},
+    )
     return tmp_path, scores, summary
 
 
@@ -39,7 +41,9 @@ def test_our_row_beside_the_papers_and_not_run_rows(run_files):
     _, scores, summary = run_files
     table = table4([{"setting": "wsj_only", "evalb": scores, "summary": summary}], "wsj")
     assert list(table.columns) == TABLE4_COLUMNS
-    assert list(zip(table.parser, table.training, strict=True)) == [(r.parser, r.training) for r in TABLE4]
+    assert list(zip(table.parser, table.training, strict=True)) == [
+        (r.parser, r.training) for r in TABLE4
+    ]
     ours = table[table.source == "ours"].set_index("training")
     run = ours.loc["WSJ only, discriminative"]
     # 8 gold and 8 test brackets (TOP and punctuation are not counted), 7 match
@@ -59,8 +63,13 @@ def test_both_settings_and_short_sentences(run_files):
     long_gold = "(TOP (S " + " ".join(f"(NN w{i})" for i in range(45)) + "))"
     long_test = "(TOP (NP " + " ".join(f"(NN w{i})" for i in range(45)) + "))"
     mixed = write(tmp_path / "mixed.json", evalb([*GOLD, long_gold], [*TEST, long_test]).as_dict())
-    table = table4([{"setting": "semi_supervised", "evalb": mixed, "summary": summary},
-                    {"setting": "wsj_only", "evalb": scores, "summary": summary}], "nltk")
+    table = table4(
+        [
+            {"setting": "semi_supervised", "evalb": mixed, "summary": summary},
+            {"setting": "wsj_only", "evalb": scores, "summary": summary},
+        ],
+        "nltk",
+    )
     ours = table[table.source == "ours"].set_index("training")
     assert (ours.status == "run").all() and (ours.treebank == "nltk").all()
     semi = ours.loc["semi-supervised"]
@@ -75,40 +84,94 @@ def test_errors_name_the_problem(run_files):
     with pytest.raises(UserError, match="'wsj_only' given twice"):
         table4([{"setting": "wsj_only", "evalb": scores, "summary": summary}] * 2, "wsj")
     with pytest.raises(UserError, match="missing.json"):
-        table4([{"setting": "wsj_only", "evalb": str(tmp_path / "missing.json"), "summary": summary}], "wsj")
+        table4(
+            [{"setting": "wsj_only", "evalb": str(tmp_path / "missing.json"), "summary": summary}],
+            "wsj",
+        )
     bleu = write(tmp_path / "score.json", {"bleu_paper_style": 27.3})
     with pytest.raises(UserError, match="lacks key.*all"):
         table4([{"setting": "wsj_only", "evalb": bleu, "summary": summary}], "wsj")
     other = json.loads((tmp_path / "evalb.json").read_text()) | {"cutoff_len": 100}
     with pytest.raises(UserError, match="cutoff_len is 100"):
-        table4([{"setting": "wsj_only", "evalb": write(tmp_path / "o.json", other), "summary": summary}], "wsj")
+        table4(
+            [
+                {
+                    "setting": "wsj_only",
+                    "evalb": write(tmp_path / "o.json", other),
+                    "summary": summary,
+                }
+            ],
+            "wsj",
+        )
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "transformer_core", "table4", *args],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "transformer_core", "table4", *args], capture_output=True, text=True
+    )
 
 
 def test_cli_writes_csv_and_markdown(run_files):
     tmp_path, scores, summary = run_files
     out, md = tmp_path / "table4.csv", tmp_path / "table4.md"
-    proc = cli("--result", "wsj_only", scores, summary, "--treebank", "smoke", "--out", str(out),
-               "--markdown", str(md))
+    proc = cli(
+        "--result",
+        "wsj_only",
+        scores,
+        summary,
+        "--treebank",
+        "smoke",
+        "--out",
+        str(out),
+        "--markdown",
+        str(md),
+    )
     assert proc.returncode == 0, proc.stderr
     table = pd.read_csv(out)
     assert table.shape == (12, len(TABLE4_COLUMNS))
     assert table.status.tolist().count("not run") == 1 and table.status.tolist().count("run") == 1
     text = md.read_text()
-    assert "| ours | Transformer (4 layers) | WSJ only, discriminative | run | smoke | 87.50 |" in text
+    assert (
+        "| ours | Transformer (4 layers) | WSJ only, discriminative | run | smoke | 87.50 |" in text
+    )
     assert "| 2 | 91.30 | 100000 | 0.50 | NVIDIA H200 | 1 |" in text  # counts stay integers
     assert "not comparable with the paper's" in text and "beam 21, alpha 0.3" in text
-    wsj = cli("--result", "wsj_only", scores, summary, "--treebank", "wsj", "--out", str(out),
-              "--markdown", str(md))
-    assert wsj.returncode == 0 and "not comparable" not in md.read_text() and "empty f1" not in md.read_text()
+    wsj = cli(
+        "--result",
+        "wsj_only",
+        scores,
+        summary,
+        "--treebank",
+        "wsj",
+        "--out",
+        str(out),
+        "--markdown",
+        str(md),
+    )
+    assert (
+        wsj.returncode == 0
+        and "not comparable" not in md.read_text()
+        and "empty f1" not in md.read_text()
+    )
     # a flat prediction (what delinearize makes of an empty output) has no bracket EVALB counts
-    nothing = write(tmp_path / "nothing.json", evalb(GOLD[1:], ["(TOP (PRP she) (VBD slept) (. .))"]).as_dict())
-    assert cli("--result", "wsj_only", nothing, summary, "--treebank", "wsj", "--out", str(out),
-               "--markdown", str(md)).returncode == 0
+    nothing = write(
+        tmp_path / "nothing.json", evalb(GOLD[1:], ["(TOP (PRP she) (VBD slept) (. .))"]).as_dict()
+    )
+    assert (
+        cli(
+            "--result",
+            "wsj_only",
+            nothing,
+            summary,
+            "--treebank",
+            "wsj",
+            "--out",
+            str(out),
+            "--markdown",
+            str(md),
+        ).returncode
+        == 0
+    )
     assert pd.read_csv(out).f1.isna().all() and "empty f1 in a row that ran" in md.read_text()
 
 
@@ -116,6 +179,14 @@ def test_cli_without_results_and_with_a_missing_file(tmp_path):
     out = tmp_path / "table4.csv"
     assert cli("--treebank", "wsj", "--out", str(out)).returncode == 0
     assert pd.read_csv(out).status.tolist().count("not run") == 2
-    proc = cli("--result", "wsj_only", str(tmp_path / "none.json"), str(tmp_path / "s.json"), "--treebank", "wsj",
-               "--out", str(out))
+    proc = cli(
+        "--result",
+        "wsj_only",
+        str(tmp_path / "none.json"),
+        str(tmp_path / "s.json"),
+        "--treebank",
+        "wsj",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 2 and "none.json" in proc.stderr and "Traceback" not in proc.stderr

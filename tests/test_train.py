@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import TRAIN_SHAPE
 
 from transformer_core import run_dir
 from transformer_core.checkpoint import list_checkpoints, load_checkpoint, load_model
@@ -16,10 +17,8 @@ from transformer_core.errors import ConfigError, UserError
 from transformer_core.perplexity import dataset_perplexity
 from transformer_core.train import Trainer, train
 
-# A model small enough for a 2-core CPU: about 22K parameters.
-TINY = ["--set", "encoder_layers=1", "--set", "decoder_layers=1", "--set", "d_model=32", "--set", "d_ff=64",
-        "--set", "h=2", "--set", "d_k=16", "--set", "d_v=16"]
-TINY_OVERRIDES = parse_overrides([item for item in TINY if item != "--set"])
+# TRAIN_SHAPE as the command line's options (test_train_resume and test_hostile_inputs use them too).
+TINY = [item for key, value in TRAIN_SHAPE.items() for item in ("--set", f"{key}={value}")]
 
 
 def write_corpus(prefix, n=20, vocab=24, seed=0, min_len=3, max_len=8):
@@ -36,17 +35,36 @@ def write_corpus(prefix, n=20, vocab=24, seed=0, min_len=3, max_len=8):
 def test_tiny_model_fits_20_pairs(tmp_path, precision):
     """In exact fp32, and in ``auto`` (bf16 autocast on this CPU where it computes bf16 natively)."""
     corpus = write_corpus(tmp_path / "train")
-    cfg = TrainConfig(steps=150, max_tokens=200, tokens_per_step=200, warmup=30, log_interval=10,
-                      checkpoint_interval=50, keep_last=2, num_threads=1, precision=precision)
-    summary = train(corpus, tmp_path / "run", "base", cfg,
-                    {**TINY_OVERRIDES, "dropout": 0.0, "label_smoothing": 0.0}, dev_prefix=corpus)
-    losses = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    cfg = TrainConfig(
+        steps=150,
+        max_tokens=200,
+        tokens_per_step=200,
+        warmup=30,
+        log_interval=10,
+        checkpoint_interval=50,
+        keep_last=2,
+        num_threads=1,
+        precision=precision,
+    )
+    summary = train(
+        corpus,
+        tmp_path / "run",
+        "base",
+        cfg,
+        {**TRAIN_SHAPE, "dropout": 0.0, "label_smoothing": 0.0},
+        dev_prefix=corpus,
+    )
+    losses = [
+        json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
     train_losses = [r["loss"] for r in losses if r["event"] == "train"]
     assert train_losses[0] > 2.5  # about log(24) at the start
     assert summary["final_train_loss"] < 0.1 * train_losses[0]
     assert summary["dev_ppl"] < 1.5 and summary["steps"] == 150
     assert summary["tokens_tgt"] == summary["token_counts"]["tgt_tokens"] > 0
-    assert summary["flops_analytic"] > 0 and summary["flops_paper_method"] is None  # CPU: not in the table
+    assert (
+        summary["flops_analytic"] > 0 and summary["flops_paper_method"] is None
+    )  # CPU: not in the table
     # Checkpoints every 50 steps, the last 2 kept; last.pt is the final one and loads alone.
     run = tmp_path / "run"
     assert [s for s, _ in list_checkpoints(run / "checkpoints")] == [100, 150]
@@ -65,19 +83,30 @@ def test_final_dev_perplexity_is_what_the_ppl_command_computes(tmp_path):
     """Table 3's PPL column is the run's final dev evaluation: it must equal `transformer-core ppl`."""
     corpus = write_corpus(tmp_path / "train")
     dev = write_corpus(tmp_path / "dev", n=7, seed=1)
-    cfg = TrainConfig(steps=12, max_tokens=200, tokens_per_step=200, warmup=4, log_interval=6,
-                      checkpoint_interval=6, keep_last=1, num_threads=1)
-    summary = train(corpus, tmp_path / "run", "base", cfg, TINY_OVERRIDES, dev_prefix=dev)
+    cfg = TrainConfig(
+        steps=12,
+        max_tokens=200,
+        tokens_per_step=200,
+        warmup=4,
+        log_interval=6,
+        checkpoint_interval=6,
+        keep_last=1,
+        num_threads=1,
+    )
+    summary = train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE, dev_prefix=dev)
     model = load_model(tmp_path / "run" / "last.pt")
     assert dataset_perplexity(model, dev).perplexity == pytest.approx(summary["dev_ppl"], rel=1e-6)
 
 
 def test_checkpoint_holds_the_training_state(tmp_path):
     corpus = write_corpus(tmp_path / "train")
-    cfg = TrainConfig(steps=2, max_tokens=64, tokens_per_step=128, warmup=10, checkpoint_interval=1,
-                      num_threads=1)
-    train(corpus, tmp_path / "run", "base", cfg, TINY_OVERRIDES)
-    ckpt = load_checkpoint(tmp_path / "run" / "checkpoints" / "step_0000002.pt")  # weights_only=True
+    cfg = TrainConfig(
+        steps=2, max_tokens=64, tokens_per_step=128, warmup=10, checkpoint_interval=1, num_threads=1
+    )
+    train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
+    ckpt = load_checkpoint(
+        tmp_path / "run" / "checkpoints" / "step_0000002.pt"
+    )  # weights_only=True
     assert ckpt["step"] == 2 and ckpt["experiment"] == "base"
     assert ckpt["schedule"] == {"d_model": 32, "warmup": 10, "lr_scale": 1.0}
     assert set(ckpt["rng"][0]) >= {"torch", "python", "numpy"}
@@ -87,52 +116,73 @@ def test_checkpoint_holds_the_training_state(tmp_path):
 
 def test_resume_refuses_other_settings_and_finished_run_is_a_no_op(tmp_path, capsys):
     corpus = write_corpus(tmp_path / "train")
-    cfg = TrainConfig(steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1,
-                      num_threads=1)
-    train(corpus, tmp_path / "run", "base", cfg, TINY_OVERRIDES)
+    cfg = TrainConfig(
+        steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1, num_threads=1
+    )
+    train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
     with pytest.raises(UserError, match="pass --resume"):
-        train(corpus, tmp_path / "run", "base", cfg, TINY_OVERRIDES)
-    summary = train(corpus, tmp_path / "run", "base", cfg, TINY_OVERRIDES, resume=True)
+        train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
+    summary = train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE, resume=True)
     assert summary["steps"] == 2 and "nothing to do" in capsys.readouterr().err
     longer = TrainConfig(**{**cfg.to_dict(), "steps": 3, "lr_scale": 2.0})
     with pytest.raises(UserError, match="lr_scale=1.0"):
-        train(corpus, tmp_path / "run", "base", longer, TINY_OVERRIDES, resume=True)
+        train(corpus, tmp_path / "run", "base", longer, TRAIN_SHAPE, resume=True)
     with pytest.raises(UserError, match="differs in d_ff"):
-        train(corpus, tmp_path / "run", "base", TrainConfig(**{**cfg.to_dict(), "steps": 3}),
-              {**TINY_OVERRIDES, "d_ff": 32}, resume=True)
+        train(
+            corpus,
+            tmp_path / "run",
+            "base",
+            TrainConfig(**{**cfg.to_dict(), "steps": 3}),
+            {**TRAIN_SHAPE, "d_ff": 32},
+            resume=True,
+        )
     # A finished run is only "nothing to do" for the settings it was made with.
     with pytest.raises(UserError, match="differs in d_ff"):
-        train(corpus, tmp_path / "run", "base", cfg, {**TINY_OVERRIDES, "d_ff": 32}, resume=True)
+        train(corpus, tmp_path / "run", "base", cfg, {**TRAIN_SHAPE, "d_ff": 32}, resume=True)
 
 
 def test_run_dir_plans_nothing_to_do_resume_start_over_or_fresh(tmp_path):
     corpus = write_corpus(tmp_path / "train")
-    cfg = TrainConfig(steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1,
-                      num_threads=1)
-    summary = train(corpus, tmp_path / "run", "base", cfg, TINY_OVERRIDES)
+    cfg = TrainConfig(
+        steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1, num_threads=1
+    )
+    summary = train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
     paths = run_dir.RunPaths(tmp_path / "run")
     previous = run_dir.open_run(paths, resume=True, restart_if_changed=True)
     model_cfg = ModelConfig.from_dict(previous.payload["model_config"])
-    assert run_dir.plan_start(previous, model_cfg, cfg, None, True) == run_dir.Start(finished=summary)
+    assert run_dir.plan_start(previous, model_cfg, cfg, None, True) == run_dir.Start(
+        finished=summary
+    )
     longer = TrainConfig(**{**cfg.to_dict(), "steps": 3})
     resume = run_dir.plan_start(previous, model_cfg, longer, None, False)
-    assert resume.payload["step"] == 2 and resume.checkpoint == paths.checkpoints / "step_0000002.pt"
+    assert (
+        resume.payload["step"] == 2 and resume.checkpoint == paths.checkpoints / "step_0000002.pt"
+    )
     other = model_cfg.replace(d_ff=32)
     assert "differs in d_ff" in run_dir.plan_start(previous, other, cfg, None, True).stale
     with pytest.raises(UserError, match="cannot resume from .*step_0000002.pt: its model config"):
         run_dir.plan_start(previous, other, cfg, None, False)
-    fresh = run_dir.open_run(run_dir.RunPaths(tmp_path / "new"), resume=True, restart_if_changed=False)
+    fresh = run_dir.open_run(
+        run_dir.RunPaths(tmp_path / "new"), resume=True, restart_if_changed=False
+    )
     assert fresh.payload is None
     assert run_dir.plan_start(fresh, model_cfg, cfg, None, False) == run_dir.Start()
 
 
 def test_restart_if_changed_moves_the_old_run_aside_and_retrains(tmp_path, capsys):
     corpus = write_corpus(tmp_path / "train")
-    cfg = TrainConfig(steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1,
-                      num_threads=1, log_interval=1)
+    cfg = TrainConfig(
+        steps=2,
+        max_tokens=64,
+        tokens_per_step=64,
+        warmup=10,
+        checkpoint_interval=1,
+        num_threads=1,
+        log_interval=1,
+    )
     run = tmp_path / "run"
-    first = train(corpus, run, "base", cfg, TINY_OVERRIDES)
-    changed = {**TINY_OVERRIDES, "d_ff": 32}
+    first = train(corpus, run, "base", cfg, TRAIN_SHAPE)
+    changed = {**TRAIN_SHAPE, "d_ff": 32}
     with pytest.raises(UserError, match="goes with --resume"):
         train(corpus, run, "base", cfg, changed, restart_if_changed=True)
     summary = train(corpus, run, "base", cfg, changed, resume=True, restart_if_changed=True)
@@ -162,7 +212,9 @@ def test_accumulation_matches_the_paper_on_any_device_count():
 
 def test_bad_set_key_is_a_clean_error(tmp_path, capsys):
     corpus = write_corpus(tmp_path / "train")
-    code = main(["train", "--train", str(corpus), "--out-dir", str(tmp_path / "run"), "--set", "d_modle=3"])
+    code = main(
+        ["train", "--train", str(corpus), "--out-dir", str(tmp_path / "run"), "--set", "d_modle=3"]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "d_modle" in err and "Traceback" not in err
     with pytest.raises(ConfigError, match="dropout takes a float"):
@@ -170,8 +222,21 @@ def test_bad_set_key_is_a_clean_error(tmp_path, capsys):
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         parse_overrides(["d_model"])
     assert parse_overrides(["d_model=64", "dropout=0.3", "positional=learned"]) == {
-        "d_model": 64, "dropout": 0.3, "positional": "learned"}
-    code = main(["train", "--train", str(corpus), "--out-dir", str(tmp_path / "run"), "--set", "vocab_size=9"])
+        "d_model": 64,
+        "dropout": 0.3,
+        "positional": "learned",
+    }
+    code = main(
+        [
+            "train",
+            "--train",
+            str(corpus),
+            "--out-dir",
+            str(tmp_path / "run"),
+            "--set",
+            "vocab_size=9",
+        ]
+    )
     assert code == 2 and "comes from the dataset" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
@@ -184,21 +249,62 @@ def run_cli(capsys, *args):
 
 def test_impossible_batch_fails_early_with_advice(tmp_path, capsys):
     corpus = write_corpus(tmp_path / "train", min_len=10, max_len=12)
-    code, err = run_cli(capsys, "train", "--train", corpus, "--out-dir", tmp_path / "run", *TINY,
-                        "--max-tokens", "8")
+    code, err = run_cli(
+        capsys,
+        "train",
+        "--train",
+        corpus,
+        "--out-dir",
+        tmp_path / "run",
+        *TINY,
+        "--max-tokens",
+        "8",
+    )
     assert code == 2 and "raise max_tokens" in err
-    code, err = run_cli(capsys, "train", "--train", corpus, "--out-dir", tmp_path / "run", *TINY,
-                        "--set", "positional=learned", "--set", "max_positions=8")
+    code, err = run_cli(
+        capsys,
+        "train",
+        "--train",
+        corpus,
+        "--out-dir",
+        tmp_path / "run",
+        *TINY,
+        "--set",
+        "positional=learned",
+        "--set",
+        "max_positions=8",
+    )
     assert code == 2 and "max_positions=13" in err
 
 
 def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, capsys):
     corpus = write_corpus(tmp_path / "train")
     # An absurd learning rate drives the weights to infinity within a few steps.
-    code, err = run_cli(capsys, "train", "--train", corpus, "--out-dir", tmp_path / "run", *TINY,
-                        "--steps", "50", "--max-tokens", "64", "--tokens-per-step", "64", "--warmup", "1",
-                        "--lr-scale", "1e30", "--checkpoint-interval", "1", "--keep-last", "50",
-                        "--num-threads", "1")
+    code, err = run_cli(
+        capsys,
+        "train",
+        "--train",
+        corpus,
+        "--out-dir",
+        tmp_path / "run",
+        *TINY,
+        "--steps",
+        "50",
+        "--max-tokens",
+        "64",
+        "--tokens-per-step",
+        "64",
+        "--warmup",
+        "1",
+        "--lr-scale",
+        "1e30",
+        "--checkpoint-interval",
+        "1",
+        "--keep-last",
+        "50",
+        "--num-threads",
+        "1",
+    )
     assert code == 2 and "loss is not finite" in err and "last good checkpoint" in err
     kept = list_checkpoints(tmp_path / "run" / "checkpoints")
     assert kept and kept[-1][0] < 50 and str(kept[-1][1]) in err
@@ -209,23 +315,52 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, cap
 
 def test_out_of_memory_says_to_lower_max_tokens(tmp_path, capsys, monkeypatch):
     def exhausted(self):
-        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")
+        raise RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory"
+        )
 
     monkeypatch.setattr(Trainer, "train_step", exhausted)
     corpus = write_corpus(tmp_path / "train")
-    code, err = run_cli(capsys, "train", "--train", corpus, "--out-dir", tmp_path / "run", *TINY,
-                        "--max-tokens", "64")
+    code, err = run_cli(
+        capsys,
+        "train",
+        "--train",
+        corpus,
+        "--out-dir",
+        tmp_path / "run",
+        *TINY,
+        "--max-tokens",
+        "64",
+    )
     assert code == 2 and "out of memory at step 1" in err and "lower --max-tokens" in err
 
 
 def test_dev_loss_with_wrong_sources_detects_use_of_the_source(tmp_path):
     """A model that learned to reverse its source scores targets against other sources far worse."""
-    corpus = write_corpus(tmp_path / "train", n=40, min_len=5, max_len=5)  # one length: full batches
-    cfg = TrainConfig(steps=150, max_tokens=200, tokens_per_step=200, warmup=30, log_interval=50,
-                      checkpoint_interval=150, keep_last=1, num_threads=1)
-    summary = train(corpus, tmp_path / "run", "base", cfg,
-                    {**TINY_OVERRIDES, "dropout": 0.0, "label_smoothing": 0.0}, dev_prefix=corpus)
-    dev = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()][-1]
+    corpus = write_corpus(
+        tmp_path / "train", n=40, min_len=5, max_len=5
+    )  # one length: full batches
+    cfg = TrainConfig(
+        steps=150,
+        max_tokens=200,
+        tokens_per_step=200,
+        warmup=30,
+        log_interval=50,
+        checkpoint_interval=150,
+        keep_last=1,
+        num_threads=1,
+    )
+    summary = train(
+        corpus,
+        tmp_path / "run",
+        "base",
+        cfg,
+        {**TRAIN_SHAPE, "dropout": 0.0, "label_smoothing": 0.0},
+        dev_prefix=corpus,
+    )
+    dev = [
+        json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ][-1]
     assert dev["event"] == "dev" and dev["dev_loss"] == pytest.approx(summary["dev_loss"])
     assert dev["dev_loss_wrong_src"] > dev["dev_loss"] + 1.0
 
@@ -233,16 +368,24 @@ def test_dev_loss_with_wrong_sources_detects_use_of_the_source(tmp_path):
 def test_checkpoint_written_before_init_existed_resumes(tmp_path, capsys):
     """A checkpoint whose model config lacks a newer key (init) continues: the key takes its default."""
     corpus = write_corpus(tmp_path / "train")
-    cfg = TrainConfig(steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1,
-                      num_threads=1)
+    cfg = TrainConfig(
+        steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1, num_threads=1
+    )
     run = tmp_path / "run"
-    train(corpus, run, "base", cfg, TINY_OVERRIDES)
+    train(corpus, run, "base", cfg, TRAIN_SHAPE)
     for _, path in list_checkpoints(run / "checkpoints"):
         payload = torch.load(path, weights_only=True)
         del payload["model_config"]["init"], payload["model_config"]["init_std"]
         torch.save(payload, path)
-    summary = train(corpus, run, "base", TrainConfig(**{**cfg.to_dict(), "steps": 3}), TINY_OVERRIDES,
-                    resume=True, restart_if_changed=True)
+    summary = train(
+        corpus,
+        run,
+        "base",
+        TrainConfig(**{**cfg.to_dict(), "steps": 3}),
+        TRAIN_SHAPE,
+        resume=True,
+        restart_if_changed=True,
+    )
     assert summary["steps"] == 3 and "resuming from" in capsys.readouterr().err
     assert not (run / "superseded").exists()
 
@@ -257,10 +400,26 @@ def test_trained_model_decodes_what_it_learned(tmp_path):
 
     corpus = write_corpus(tmp_path / "train", n=400, vocab=20, min_len=3, max_len=6)
     held_out = write_corpus(tmp_path / "dev", n=30, vocab=20, seed=1, min_len=3, max_len=6)
-    cfg = TrainConfig(steps=600, max_tokens=400, tokens_per_step=400, warmup=60, lr_scale=0.2,
-                      log_interval=300, checkpoint_interval=600, keep_last=1, num_threads=1)
-    overrides = {**TINY_OVERRIDES, "d_model": 64, "d_ff": 128, "d_k": 32, "d_v": 32, "dropout": 0.0,
-                 "init": "normal"}
+    cfg = TrainConfig(
+        steps=600,
+        max_tokens=400,
+        tokens_per_step=400,
+        warmup=60,
+        lr_scale=0.2,
+        log_interval=300,
+        checkpoint_interval=600,
+        keep_last=1,
+        num_threads=1,
+    )
+    overrides = {
+        **TRAIN_SHAPE,
+        "d_model": 64,
+        "d_ff": 128,
+        "d_k": 32,
+        "d_v": 32,
+        "dropout": 0.0,
+        "init": "normal",
+    }
     summary = train(corpus, tmp_path / "run", "base", cfg, overrides, dev_prefix=held_out)
     # Seeds 1-4 measured: dev PPL 1.11-1.17, 29 or 30 of 30 reversed.
     assert summary["dev_ppl"] < 1.3

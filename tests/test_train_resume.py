@@ -14,8 +14,25 @@ from transformer_core.cli import main
 
 # Dropout and label smoothing on, 2 micro-batches per step, epochs of ~12 steps: every piece of
 # state (RNG, optimizer, schedule, data position mid-epoch) has to survive the restart.
-RUN = [*TINY, "--steps", "120", "--max-tokens", "64", "--tokens-per-step", "128", "--warmup", "20",
-       "--checkpoint-interval", "10", "--keep-last", "3", "--log-interval", "5", "--num-threads", "1"]
+RUN = [
+    *TINY,
+    "--steps",
+    "120",
+    "--max-tokens",
+    "64",
+    "--tokens-per-step",
+    "128",
+    "--warmup",
+    "20",
+    "--checkpoint-interval",
+    "10",
+    "--keep-last",
+    "3",
+    "--log-interval",
+    "5",
+    "--num-threads",
+    "1",
+]
 
 
 def run_here(*args):
@@ -28,7 +45,9 @@ def run_here(*args):
 
 def train_losses(run_dir):
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [(r["step"], r["loss"], r["lr"]) for r in map(json.loads, lines) if r["event"] == "train"]
+    return [
+        (r["step"], r["loss"], r["lr"]) for r in map(json.loads, lines) if r["event"] == "train"
+    ]
 
 
 def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path):
@@ -37,10 +56,16 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path):
     assert run_here(*train, "--out-dir", tmp_path / "straight") == 0
 
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "transformer_core", *map(str, train), "--out-dir", str(killed)],
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "transformer_core", *map(str, train), "--out-dir", str(killed)],
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
-    while not list_checkpoints(killed / "checkpoints") and proc.poll() is None and time.monotonic() < deadline:
+    while (
+        not list_checkpoints(killed / "checkpoints")
+        and proc.poll() is None
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.001)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL
@@ -57,4 +82,7 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path):
         assert torch.equal(state["exp_avg_sq"], b["optimizer"]["state"][pid]["exp_avg_sq"])
     # The metrics of the killed session after its last checkpoint were replaced, not duplicated.
     assert train_losses(killed) == train_losses(tmp_path / "straight")
-    assert json.loads((killed / "summary.json").read_text())["tokens_tgt"] == a["token_counts"]["tgt_tokens"]
+    assert (
+        json.loads((killed / "summary.json").read_text())["tokens_tgt"]
+        == a["token_counts"]["tgt_tokens"]
+    )

@@ -8,17 +8,19 @@ import sys
 import pytest
 import sentencepiece as spm
 import torch
+from conftest import tiny_config, tiny_model
 
 from transformer_core.checkpoint import save_checkpoint
 from transformer_core.cli import build_parser, main
-from transformer_core.config import DecodeOptions, ModelConfig
+from transformer_core.config import DecodeOptions
 from transformer_core.errors import UserError
-from transformer_core.model import Transformer
 from transformer_core.search import beam_search
 from transformer_core.translate import check_vocabulary, make_batches
 
-WORDS = ("the cat dog house garden river walks sees finds small green old runs near under "
-         "a bird tree red quickly slowly and with from").split()
+WORDS = (
+    "the cat dog house garden river walks sees finds small green old runs near under "
+    "a bird tree red quickly slowly and with from"
+).split()
 
 
 def generated_sentences(n, seed=0):
@@ -31,28 +33,43 @@ def spm_model(tmp_path_factory):
     path = tmp_path_factory.mktemp("spm") / "tiny.model"
     writer = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(generated_sentences(400)), model_writer=writer, vocab_size=60,
-        model_type="bpe", pad_id=0, unk_id=1, bos_id=2, eos_id=3, minloglevel=2,
+        sentence_iterator=iter(generated_sentences(400)),
+        model_writer=writer,
+        vocab_size=60,
+        model_type="bpe",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        minloglevel=2,
     )
     path.write_bytes(writer.getvalue())
     return path
 
 
-def make_checkpoint(path, vocab_size, seed=0, **overrides):
-    torch.manual_seed(seed)
-    shape = dict(encoder_layers=1, decoder_layers=1, d_model=32, d_ff=64, h=4, d_k=8, d_v=8,
-                 dropout=0.0, max_positions=128)
-    cfg = ModelConfig(vocab_size=vocab_size, **{**shape, **overrides})
-    model = Transformer(cfg).eval()
-    with torch.no_grad():
-        model.embedding.weight.mul_(4.0)  # sharper, more varied outputs than the initialization
+def make_checkpoint(path, vocab_size, **overrides):
+    """Save a sharp tiny model (one layer a side, 128 positions) to ``path``; return the model."""
+    cfg = tiny_config(
+        **{
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "max_positions": 128,
+            "vocab_size": vocab_size,
+            **overrides,
+        }
+    )
+    model = tiny_model(cfg, sharp=True)
     save_checkpoint(path, cfg, model.state_dict())
     return model
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "transformer_core", "translate", *map(str, args)],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "transformer_core", "translate", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_translate_keeps_line_order_and_empty_lines(tmp_path, spm_model):
@@ -63,9 +80,24 @@ def test_translate_keeps_line_order_and_empty_lines(tmp_path, spm_model):
     lines[8] = "   "
     lines.append("")
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    result = cli("--checkpoint", tmp_path / "model.pt", "--spm", spm_model, "--input", tmp_path / "in.txt",
-                 "--output", tmp_path / "out.txt", "--max-tokens", 30, "--max-len-b", 4,
-                 "--device", "cpu", "--num-threads", 1)
+    result = cli(
+        "--checkpoint",
+        tmp_path / "model.pt",
+        "--spm",
+        spm_model,
+        "--input",
+        tmp_path / "in.txt",
+        "--output",
+        tmp_path / "out.txt",
+        "--max-tokens",
+        30,
+        "--max-len-b",
+        4,
+        "--device",
+        "cpu",
+        "--num-threads",
+        1,
+    )
     assert result.returncode == 0, result.stderr
     assert f"{len(lines)}/{len(lines)} sentences" in result.stderr
     out = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")
@@ -101,22 +133,49 @@ def test_make_batches_respects_max_tokens_and_covers_every_sentence():
 
 
 def test_cli_defaults_are_the_papers_and_a_bad_beam_fails_first(tmp_path, capsys):
-    args = build_parser().parse_args(["translate", "--checkpoint", "c", "--spm", "s", "--input", "i",
-                                      "--output", "o"])
+    args = build_parser().parse_args(
+        ["translate", "--checkpoint", "c", "--spm", "s", "--input", "i", "--output", "o"]
+    )
     assert DecodeOptions(args.beam, args.alpha, args.max_len_a, args.max_len_b) == DecodeOptions()
     # Checked before any file is looked at (the checkpoint and the input do not exist).
-    code = main(["translate", "--checkpoint", str(tmp_path / "no.pt"), "--spm", "s", "--input",
-                 str(tmp_path / "no.txt"), "--output", str(tmp_path / "out.txt"), "--beam", "0"])
+    code = main(
+        [
+            "translate",
+            "--checkpoint",
+            str(tmp_path / "no.pt"),
+            "--spm",
+            "s",
+            "--input",
+            str(tmp_path / "no.txt"),
+            "--output",
+            str(tmp_path / "out.txt"),
+            "--beam",
+            "0",
+        ]
+    )
     assert code == 2 and "--beam must be at least 1, got 0" in capsys.readouterr().err
 
 
 def test_source_too_long_for_learned_positions_names_the_line(tmp_path, spm_model):
     sp = spm.SentencePieceProcessor(model_file=str(spm_model))
-    make_checkpoint(tmp_path / "model.pt", sp.get_piece_size(), positional="learned", max_positions=12)
-    (tmp_path / "in.txt").write_text("the cat\n" + " ".join(["green river"] * 10) + "\n",
-                                     encoding="utf-8")
-    result = cli("--checkpoint", tmp_path / "model.pt", "--spm", spm_model, "--input", tmp_path / "in.txt",
-                 "--output", tmp_path / "out.txt", "--device", "cpu")
+    make_checkpoint(
+        tmp_path / "model.pt", sp.get_piece_size(), positional="learned", max_positions=12
+    )
+    (tmp_path / "in.txt").write_text(
+        "the cat\n" + " ".join(["green river"] * 10) + "\n", encoding="utf-8"
+    )
+    result = cli(
+        "--checkpoint",
+        tmp_path / "model.pt",
+        "--spm",
+        spm_model,
+        "--input",
+        tmp_path / "in.txt",
+        "--output",
+        tmp_path / "out.txt",
+        "--device",
+        "cpu",
+    )
     assert result.returncode == 2
     assert "in.txt: line 2 has" in result.stderr and "max_positions" in result.stderr
     assert "Traceback" not in result.stderr
@@ -132,6 +191,16 @@ def test_vocabulary_mismatch_is_a_user_error(tmp_path, spm_model):
     with pytest.raises(UserError, match="special ids"):
         check_vocabulary(other_ids, sp, spm_model)
     (tmp_path / "in.txt").write_text("the cat\n", encoding="utf-8")
-    result = cli("--checkpoint", tmp_path / "model.pt", "--spm", tmp_path / "in.txt", "--input",
-                 tmp_path / "in.txt", "--output", tmp_path / "out.txt", "--device", "cpu")
+    result = cli(
+        "--checkpoint",
+        tmp_path / "model.pt",
+        "--spm",
+        tmp_path / "in.txt",
+        "--input",
+        tmp_path / "in.txt",
+        "--output",
+        tmp_path / "out.txt",
+        "--device",
+        "cpu",
+    )
     assert result.returncode == 2 and "cannot load sentencepiece model" in result.stderr

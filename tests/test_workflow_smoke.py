@@ -23,16 +23,35 @@ SMOKE = ROOT / "config" / "smoke.yaml"
 
 def snakemake(workdir, *args, configfiles=(SMOKE,), timeout=900):
     exe = shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")
-    return subprocess.run([exe, "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
-                           "--configfile", *map(str, configfiles), *args],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [
+            exe,
+            "-s",
+            str(ROOT / "Snakefile"),
+            "-d",
+            str(workdir),
+            "--configfile",
+            *map(str, configfiles),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.slow
 def test_smoke_workflow_builds_tables_and_report(tmp_path):
     start = time.monotonic()
-    proc = snakemake(tmp_path, "--cores", "2", "results/table2.csv", "results/table3.csv", "results/table4.csv",
-                     "results/report.md")
+    proc = snakemake(
+        tmp_path,
+        "--cores",
+        "2",
+        "results/table2.csv",
+        "results/table3.csv",
+        "results/table4.csv",
+        "results/report.md",
+    )
     wall = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr[-5000:]
     print(f"smoke workflow wall time: {wall:.0f} s")
@@ -40,11 +59,18 @@ def test_smoke_workflow_builds_tables_and_report(tmp_path):
     table2 = pd.read_csv(tmp_path / "results" / "table2.csv")
     ours = table2[table2.source == "ours"]
     assert sorted(zip(ours.model, ours.pair, strict=True)) == [
-        ("Transformer (base model)", "en_de"), ("Transformer (base model)", "en_fr"),
-        ("Transformer (big)", "en_de"), ("Transformer (big)", "en_fr")]
+        ("Transformer (base model)", "en_de"),
+        ("Transformer (base model)", "en_fr"),
+        ("Transformer (big)", "en_de"),
+        ("Transformer (big)", "en_fr"),
+    ]
     assert ours.bleu_paper_style.between(0, 100).all() and ours.sacrebleu.between(0, 100).all()
     assert ours.sacrebleu_signature.str.contains("tok:13a").all()
-    assert (ours.steps == [25, 25, 75, 75]).all() if list(ours.model).count("Transformer (big)") == 2 else True
+    assert (
+        (ours.steps == [25, 25, 75, 75]).all()
+        if list(ours.model).count("Transformer (big)") == 2
+        else True
+    )
     assert set(ours.paper_bleu) == {27.3, 38.1, 28.4, 41.8}
     assert (table2.source == "paper").sum() == 13
 
@@ -53,7 +79,10 @@ def test_smoke_workflow_builds_tables_and_report(tmp_path):
     assert (table3.ppl_dev > 1).all() and table3.bleu_dev.between(0, 100).all()
     by_row = table3.set_index("row")
     assert by_row.loc["C1", "N"] < by_row.loc["base", "N"] < by_row.loc["C3", "N"]
-    assert by_row.loc["B1", "d_k"] < by_row.loc["base", "d_k"] and by_row.loc["B1", "d_v"] == by_row.loc["base", "d_v"]
+    assert (
+        by_row.loc["B1", "d_k"] < by_row.loc["base", "d_k"]
+        and by_row.loc["B1", "d_v"] == by_row.loc["base", "d_v"]
+    )
     assert by_row.loc["E", "positional"] == "learned" and by_row.loc["D3", "eps_ls"] == 0.0
     assert by_row.loc["big", "steps"] == 3 * by_row.loc["base", "steps"]
     assert by_row.loc["base", "paper_ppl"] == 4.92 and by_row.loc["C5", "paper_params"] == 168
@@ -69,17 +98,29 @@ def test_smoke_workflow_builds_tables_and_report(tmp_path):
     report = (tmp_path / "results" / "report.md").read_text()
     assert "How each number was made" in report and "nrefs:1" in report and "source:" in report
     assert (tmp_path / "results" / "plots" / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
-    translations = (tmp_path / "results" / "translations" / "en_de" / "base.test.avg.txt").read_text()
+    translations = (
+        tmp_path / "results" / "translations" / "en_de" / "base.test.avg.txt"
+    ).read_text()
     assert translations.count("\n") == 200  # one line per test sentence, none lost
 
     # Nothing is left to do: a second run schedules no job.
-    again = snakemake(tmp_path, "--cores", "2", "-n", "results/table2.csv", "results/table3.csv", "results/report.md")
+    again = snakemake(
+        tmp_path,
+        "--cores",
+        "2",
+        "-n",
+        "results/table2.csv",
+        "results/table3.csv",
+        "results/report.md",
+    )
     assert "Nothing to be done" in again.stdout + again.stderr
 
     # A changed setting reruns what depends on it; the old run is moved aside, not lost.
     override = tmp_path / "override.yaml"
     override.write_text("train:\n  lr_scale: 0.04\n")
-    proc = snakemake(tmp_path, "--cores", "2", "results/table3/rows/D1.csv", configfiles=(SMOKE, override))
+    proc = snakemake(
+        tmp_path, "--cores", "2", "results/table3/rows/D1.csv", configfiles=(SMOKE, override)
+    )
     assert proc.returncode == 0, proc.stderr[-5000:]
     run = tmp_path / "runs" / "en_de" / "D1"
     assert list((run / "superseded" / "1" / "checkpoints").glob("step_*.pt"))
@@ -90,8 +131,11 @@ def test_one_table3_row_schedules_only_its_own_jobs(tmp_path):
     proc = snakemake(tmp_path, "-n", "--cores", "2", "results/table3/rows/C4.csv")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout + proc.stderr
-    counts = {parts[0]: int(parts[1]) for parts in (line.split() for line in out.splitlines())
-              if len(parts) == 2 and parts[1].isdigit()}
+    counts = {
+        parts[0]: int(parts[1])
+        for parts in (line.split() for line in out.splitlines())
+        if len(parts) == 2 and parts[1].isdigit()
+    }
     assert counts["train"] == 1 and counts["translate"] == 1 and counts["score"] == 1
     assert counts["table3_row"] == 1 and "table3" not in counts and "table2" not in counts
     assert "runs/en_de/C4/summary.json" in out and "runs/en_de/C3" not in out

@@ -16,15 +16,26 @@ from transformer_core.pipeline_config import check, experiments, parsing_runs, t
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 SMOKE = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
-PARSING_JOBS = {"treebank": 1, "spm_train": 1, "binarize": 2, "train": 1, "average": 1, "translate": 1,
-                "delinearize": 1, "evalb": 1, "table4": 1}
+PARSING_JOBS = {
+    "treebank": 1,
+    "spm_train": 1,
+    "binarize": 2,
+    "train": 1,
+    "average": 1,
+    "translate": 1,
+    "delinearize": 1,
+    "evalb": 1,
+    "table4": 1,
+}
 
 
 def fake_wsj(root: Path) -> Path:
     for section in range(2, 24):
         folder = root / "wsj" / f"{section:02d}"
         folder.mkdir(parents=True)
-        (folder / f"wsj_{section:02d}01.mrg").write_text("( (S (NP-SBJ (NNP Ann)) (VP (VBD ran)) (. .)) )\n")
+        (folder / f"wsj_{section:02d}01.mrg").write_text(
+            "( (S (NP-SBJ (NNP Ann)) (VP (VBD ran)) (. .)) )\n"
+        )
     return root
 
 
@@ -67,14 +78,24 @@ def _not_a_zip(tmp_path):
     return {"treebank": "nltk", "treebank_zip": str(path)}
 
 
-@pytest.mark.parametrize(("table4", "key", "message"), [
-    (lambda p: {"treebank_dir": str(p / "nowhere")}, "table4.treebank_dir", "no such directory"),
-    (lambda p: {"treebank_dir": str(p)}, "table4.treebank_dir", "no WSJ section folders"),
-    (lambda p: {"treebank": "nltk"}, "table4.treebank_zip", "is not a file"),
-    (_not_a_zip, "table4.treebank_zip", "not a zip file"),
-    (lambda p: {"treebank": "smoke", "semi_supervised_dir": str(p)}, "table4.semi_supervised_dir",
-     "lacks train.words and train.tree"),
-])
+@pytest.mark.parametrize(
+    ("table4", "key", "message"),
+    [
+        (
+            lambda p: {"treebank_dir": str(p / "nowhere")},
+            "table4.treebank_dir",
+            "no such directory",
+        ),
+        (lambda p: {"treebank_dir": str(p)}, "table4.treebank_dir", "no WSJ section folders"),
+        (lambda p: {"treebank": "nltk"}, "table4.treebank_zip", "is not a file"),
+        (_not_a_zip, "table4.treebank_zip", "not a zip file"),
+        (
+            lambda p: {"treebank": "smoke", "semi_supervised_dir": str(p)},
+            "table4.semi_supervised_dir",
+            "lacks train.words and train.tree",
+        ),
+    ],
+)
 def test_missing_inputs_are_config_errors_naming_the_key(tmp_path, table4, key, message):
     with pytest.raises(ConfigError, match=rf"^{key}: .*{message}"):
         check(with_table4(PAPER, **table4(tmp_path)))
@@ -95,8 +116,24 @@ def snakemake(tmp_path, config, *args):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     exe = shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")
-    return subprocess.run([exe, *args, "--cores", "1", "--configfile", str(path), "-d", str(tmp_path / "work"),
-                           "-s", str(ROOT / "Snakefile")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [
+            exe,
+            *args,
+            "--cores",
+            "1",
+            "--configfile",
+            str(path),
+            "-d",
+            str(tmp_path / "work"),
+            "-s",
+            str(ROOT / "Snakefile"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
 
 
 def job_counts(output):
@@ -111,8 +148,14 @@ def test_smoke_dry_run_lists_the_parsing_jobs(tmp_path):
     assert job_counts(proc.stdout) == PARSING_JOBS
     out = proc.stdout
     assert "transformer-core treebank smoke --train 3000 --dev 250 --test 250 --seed 0" in out
-    assert "--input data/parse_treebank/treebank/train.words data/parse_treebank/treebank/train.tree" in out
-    assert "--experiment parsing --set encoder_layers=2 --set decoder_layers=2 --set d_model=128" in out
+    assert (
+        "--input data/parse_treebank/treebank/train.words data/parse_treebank/treebank/train.tree"
+        in out
+    )
+    assert (
+        "--experiment parsing --set encoder_layers=2 --set decoder_layers=2 --set d_model=128"
+        in out
+    )
     assert "--input data/parse_treebank/treebank/test.words" in out
     assert "--beam 21 --alpha 0.3 --max-len-a 1.0 --max-len-b 300" in out
     assert "--tags data/parse_treebank/treebank/test.tags" in out
@@ -123,16 +166,31 @@ def test_smoke_dry_run_lists_the_parsing_jobs(tmp_path):
 
 
 def test_paper_dry_run_with_a_treebank_and_a_corpus(tmp_path):
-    config = with_table4(PAPER, treebank_dir=str(fake_wsj(tmp_path / "ptb")),
-                         semi_supervised_dir=str(semi_corpus(tmp_path / "semi")))
+    config = with_table4(
+        PAPER,
+        treebank_dir=str(fake_wsj(tmp_path / "ptb")),
+        semi_supervised_dir=str(semi_corpus(tmp_path / "semi")),
+    )
     proc = snakemake(tmp_path, config, "-n", "-p", "results/table4.csv")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     counts = job_counts(proc.stdout)
-    assert counts == {**PARSING_JOBS, "treebank_merge": 1, "spm_train": 2, "binarize": 4, "train": 2,
-                      "average": 2, "translate": 2, "delinearize": 2, "evalb": 2}
+    assert counts == {
+        **PARSING_JOBS,
+        "treebank_merge": 1,
+        "spm_train": 2,
+        "binarize": 4,
+        "train": 2,
+        "average": 2,
+        "translate": 2,
+        "delinearize": 2,
+        "evalb": 2,
+    }
     out = proc.stdout
     assert "--vocab-size 16000" in out and "--vocab-size 32000" in out
-    assert "--experiment parsing --set encoder_layers=4 --set decoder_layers=4 --set d_model=1024" in out
+    assert (
+        "--experiment parsing --set encoder_layers=4 --set decoder_layers=4 --set d_model=1024"
+        in out
+    )
     assert "--steps 100000" in out and "--max-len-b 300" in out
     # the semi-supervised run is tuned and tested on the treebank's own sections
     assert "--src data/parse_treebank/treebank/dev.words" in out
@@ -143,9 +201,14 @@ def test_paper_dry_run_with_a_treebank_and_a_corpus(tmp_path):
 def test_paper_placeholder_skips_table4_and_names_the_key_when_asked(tmp_path):
     default = snakemake(tmp_path, PAPER, "-n")
     assert default.returncode == 0, default.stderr
-    assert "table4" not in job_counts(default.stdout) and "treebank" not in job_counts(default.stdout)
+    assert "table4" not in job_counts(default.stdout) and "treebank" not in job_counts(
+        default.stdout
+    )
     asked = snakemake(tmp_path, PAPER, "-n", "results/table4.csv")
-    assert asked.returncode != 0 and "table4.treebank_dir: give the folder" in asked.stdout + asked.stderr
+    assert (
+        asked.returncode != 0
+        and "table4.treebank_dir: give the folder" in asked.stdout + asked.stderr
+    )
     wrong = snakemake(tmp_path, with_table4(PAPER, treebank_dir=str(tmp_path / "nowhere")), "-n")
     assert wrong.returncode != 0 and "table4.treebank_dir:" in wrong.stdout + wrong.stderr
     assert not (tmp_path / "work" / "data").exists()
@@ -153,4 +216,6 @@ def test_paper_placeholder_skips_table4_and_names_the_key_when_asked(tmp_path):
 
 def test_lint_is_clean(tmp_path):
     proc = snakemake(tmp_path, SMOKE, "--lint")
-    assert proc.returncode == 0 and "Congratulations" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Congratulations" in proc.stdout + proc.stderr, (
+        proc.stdout + proc.stderr
+    )

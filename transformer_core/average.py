@@ -27,7 +27,9 @@ from transformer_core.io import check_output
 from transformer_core.run_dir import RunPaths
 
 
-def average_checkpoints(checkpoints: list[dict], names: list[str] | None = None) -> tuple[ModelConfig, dict]:
+def average_checkpoints(
+    checkpoints: list[dict], names: list[str] | None = None
+) -> tuple[ModelConfig, dict]:
     """The model config and the mean state dict of ``checkpoints`` (loaded checkpoint dicts).
 
     ``names`` label the checkpoints in error messages (default: their positions).
@@ -36,41 +38,58 @@ def average_checkpoints(checkpoints: list[dict], names: list[str] | None = None)
         raise UserError("no checkpoints to average")
     names = names or [f"checkpoint #{i + 1}" for i in range(len(checkpoints))]
     first, first_name = checkpoints[0], names[0]
-    for key, what in (("spm_sha256", "their data were encoded with different sentencepiece models"),
-                      ("run_id", "they come from different training runs")):
+    for key, what in (
+        ("spm_sha256", "their data were encoded with different sentencepiece models"),
+        ("run_id", "they come from different training runs"),
+    ):
         for ckpt, name in zip(checkpoints[1:], names[1:], strict=True):
             if first.get(key) and ckpt.get(key) and ckpt[key] != first[key]:
-                raise UserError(f"cannot average {name} with {first_name}: {what} ({key} "
-                                f"{ckpt[key][:12]} and {first[key][:12]})")
+                raise UserError(
+                    f"cannot average {name} with {first_name}: {what} ({key} "
+                    f"{ckpt[key][:12]} and {first[key][:12]})"
+                )
     seen: dict[tuple, str] = {}
     for ckpt, name in zip(checkpoints, names, strict=True):
         if ckpt.get("run_id") and ckpt.get("step") is not None:
             key = (ckpt["run_id"], ckpt["step"])
             if key in seen:
-                raise UserError(f"cannot average {name} with {seen[key]}: the same checkpoint (run "
-                                f"{ckpt['run_id'][:12]}, step {ckpt['step']}) given twice")
+                raise UserError(
+                    f"cannot average {name} with {seen[key]}: the same checkpoint (run "
+                    f"{ckpt['run_id'][:12]}, step {ckpt['step']}) given twice"
+                )
             seen[key] = name
     for ckpt, name in zip(checkpoints[1:], names[1:], strict=True):
         if ckpt["model_config"] != first["model_config"]:
-            diff = sorted(k for k in set(first["model_config"]) | set(ckpt["model_config"])
-                          if first["model_config"].get(k) != ckpt["model_config"].get(k))
-            raise UserError(f"cannot average {name} with {first_name}: their model configs differ in "
-                            f"{', '.join(diff)}")
+            diff = sorted(
+                k
+                for k in set(first["model_config"]) | set(ckpt["model_config"])
+                if first["model_config"].get(k) != ckpt["model_config"].get(k)
+            )
+            raise UserError(
+                f"cannot average {name} with {first_name}: their model configs differ in "
+                f"{', '.join(diff)}"
+            )
         if ckpt["model"].keys() != first["model"].keys():
             extra = sorted(set(ckpt["model"]) ^ set(first["model"]))
-            raise UserError(f"cannot average {name} with {first_name}: different parameters "
-                            f"({', '.join(extra[:5])})")
+            raise UserError(
+                f"cannot average {name} with {first_name}: different parameters "
+                f"({', '.join(extra[:5])})"
+            )
         for key, tensor in ckpt["model"].items():
             ref = first["model"][key]
             if tensor.shape != ref.shape or tensor.dtype != ref.dtype:
-                raise UserError(f"cannot average {name} with {first_name}: {key} is {tuple(tensor.shape)} "
-                                f"{tensor.dtype} there and {tuple(ref.shape)} {ref.dtype} here")
+                raise UserError(
+                    f"cannot average {name} with {first_name}: {key} is {tuple(tensor.shape)} "
+                    f"{tensor.dtype} there and {tuple(ref.shape)} {ref.dtype} here"
+                )
     averaged = {}
     for key, ref in first["model"].items():
         if not ref.is_floating_point():  # integer buffers must agree; averaging them is meaningless
             for ckpt, name in zip(checkpoints[1:], names[1:], strict=True):
                 if not torch.equal(ckpt["model"][key], ref):
-                    raise UserError(f"cannot average {name} with {first_name}: integer tensor {key} differs")
+                    raise UserError(
+                        f"cannot average {name} with {first_name}: integer tensor {key} differs"
+                    )
             averaged[key] = ref.clone()
             continue
         total = torch.zeros(ref.shape, dtype=torch.float64)
@@ -88,8 +107,10 @@ def last_checkpoints(run_dir: str | os.PathLike, n: int) -> list[Path]:
     directory = RunPaths(Path(run_dir)).checkpoints
     found = list_checkpoints(directory)
     if len(found) < n:
-        raise UserError(f"{directory} holds {len(found)} checkpoint(s), {n} were asked for "
-                        "(train with a larger --keep-last, or average fewer)")
+        raise UserError(
+            f"{directory} holds {len(found)} checkpoint(s), {n} were asked for "
+            "(train with a larger --keep-last, or average fewer)"
+        )
     return [path for _, path in found[-n:]]
 
 
@@ -102,7 +123,15 @@ def average_files(paths: list[str | os.PathLike], out: str | os.PathLike) -> Mod
                 raise UserError(f"cannot average {path} with {earlier}: the same file given twice")
     loaded = [load_checkpoint(p) for p in paths]
     config, state = average_checkpoints(loaded, [str(p) for p in paths])
-    provenance = {key: loaded[0][key] for key in ("spm_sha256", "spm_model", "run_id") if loaded[0].get(key)}
-    save_checkpoint(out, config, state, averaged_from=[str(p) for p in paths],
-                    steps=[ckpt.get("step") for ckpt in loaded], **provenance)
+    provenance = {
+        key: loaded[0][key] for key in ("spm_sha256", "spm_model", "run_id") if loaded[0].get(key)
+    }
+    save_checkpoint(
+        out,
+        config,
+        state,
+        averaged_from=[str(p) for p in paths],
+        steps=[ckpt.get("step") for ckpt in loaded],
+        **provenance,
+    )
     return config

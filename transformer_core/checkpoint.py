@@ -37,10 +37,16 @@ from transformer_core.model import Transformer
 FORMAT = "transformer-core-checkpoint/1"
 
 
-def save_checkpoint(path: str | os.PathLike, model_config: ModelConfig, model_state: dict,
-                    **extra: Any) -> None:
+def save_checkpoint(
+    path: str | os.PathLike, model_config: ModelConfig, model_state: dict, **extra: Any
+) -> None:
     """Write a checkpoint atomically: a killed job never leaves a truncated file behind."""
-    payload = {"format": FORMAT, "model_config": model_config.to_dict(), "model": model_state, **extra}
+    payload = {
+        "format": FORMAT,
+        "model_config": model_config.to_dict(),
+        "model": model_state,
+        **extra,
+    }
     with atomic_open(path, "wb") as handle:
         torch.save(payload, handle)
 
@@ -59,15 +65,20 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     return payload
 
 
-def model_from_payload(payload: dict, path: str | os.PathLike,
-                       map_location: str | torch.device = "cpu") -> Transformer:
+def model_from_payload(
+    payload: dict, path: str | os.PathLike, map_location: str | torch.device = "cpu"
+) -> Transformer:
     """Rebuild the model of a loaded checkpoint ``payload`` (read from ``path``), in eval mode."""
-    model = Transformer(ModelConfig.from_dict(payload["model_config"], where=f"{path}:model_config"))
+    model = Transformer(
+        ModelConfig.from_dict(payload["model_config"], where=f"{path}:model_config")
+    )
     try:
         model.load_state_dict(payload["model"])
     except RuntimeError as err:  # missing/unexpected keys or size mismatches
         first = next((line.strip() for line in str(err).splitlines()[1:] if line.strip()), str(err))
-        raise UserError(f"{path}: its weights do not match its stored model_config ({first})") from None
+        raise UserError(
+            f"{path}: its weights do not match its stored model_config ({first})"
+        ) from None
     return model.to(map_location).eval()
 
 
@@ -76,8 +87,12 @@ def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu"
     return model_from_payload(load_checkpoint(path, map_location), path, map_location)
 
 
-def check_spm(payload: dict, checkpoint: str | os.PathLike, spm_path: str | os.PathLike,
-              allow_mismatch: bool = False) -> None:
+def check_spm(
+    payload: dict,
+    checkpoint: str | os.PathLike,
+    spm_path: str | os.PathLike,
+    allow_mismatch: bool = False,
+) -> None:
     """UserError naming both files when ``checkpoint`` was trained on data encoded with
     another sentencepiece model than ``spm_path`` (its recorded sha256 differs)."""
     stored = payload.get("spm_sha256")
@@ -88,11 +103,17 @@ def check_spm(payload: dict, checkpoint: str | os.PathLike, spm_path: str | os.P
         raise UserError(
             f"{checkpoint} was trained on data encoded with another sentencepiece model "
             f"({payload.get('spm_model', '?')}, sha256 {stored[:12]}) than {spm_path} (sha256 {actual[:12]}); "
-            "give the pair's own model (or --allow-vocab-mismatch)")
+            "give the pair's own model (or --allow-vocab-mismatch)"
+        )
 
 
-def check_data_fingerprint(payload: dict, checkpoint: str | os.PathLike, header: dict,
-                           data: str | os.PathLike, allow_mismatch: bool = False) -> None:
+def check_data_fingerprint(
+    payload: dict,
+    checkpoint: str | os.PathLike,
+    header: dict,
+    data: str | os.PathLike,
+    allow_mismatch: bool = False,
+) -> None:
     """UserError naming both files when binarized ``data`` (its ``header``) was encoded with
     another sentencepiece model than the checkpoint's training data."""
     stored, theirs = payload.get("spm_sha256"), header.get("spm_sha256")
@@ -100,7 +121,8 @@ def check_data_fingerprint(payload: dict, checkpoint: str | os.PathLike, header:
         raise UserError(
             f"{data} was encoded with sentencepiece model {header.get('spm_model', '?')} (sha256 {theirs[:12]}), "
             f"{checkpoint} was trained on data encoded with {payload.get('spm_model', '?')} "
-            f"(sha256 {stored[:12]}); they do not belong together (or pass --allow-vocab-mismatch)")
+            f"(sha256 {stored[:12]}); they do not belong together (or pass --allow-vocab-mismatch)"
+        )
 
 
 # -- training runs: numbered checkpoints, retention, RNG state --------------------------------
@@ -146,9 +168,11 @@ def clean_temporaries(directory: str | os.PathLike) -> list[Path]:
     return stale
 
 
-def newest_loadable(directory: str | os.PathLike, set_aside: bool = True,
-                    log=lambda message: print(message, file=sys.stderr, flush=True)
-                    ) -> tuple[list[tuple[int, Path]], dict | None]:
+def newest_loadable(
+    directory: str | os.PathLike,
+    set_aside: bool = True,
+    log=lambda message: print(message, file=sys.stderr, flush=True),
+) -> tuple[list[tuple[int, Path]], dict | None]:
     """The numbered checkpoints of ``directory`` whose newest loads, and that newest's payload.
 
     A newest checkpoint that cannot be read (truncated, corrupt) is renamed aside to
@@ -170,8 +194,10 @@ def newest_loadable(directory: str | os.PathLike, set_aside: bool = True,
                     os.replace(path, aside)
                 except FileNotFoundError:
                     pass
-            log(f"skipping checkpoint {path} ({err}); "
-                f"{'renamed it to ' + str(aside) if set_aside else 'left in place'}")
+            log(
+                f"skipping checkpoint {path} ({err}); "
+                f"{'renamed it to ' + str(aside) if set_aside else 'left in place'}"
+            )
             found.pop()
     return [], None
 
@@ -207,8 +233,13 @@ def rng_state() -> dict[str, Any]:
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
         "python": random.getstate(),
-        "numpy": {"algorithm": np_state[0], "key": np_state[1].tolist(), "pos": int(np_state[2]),
-                  "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
+        "numpy": {
+            "algorithm": np_state[0],
+            "key": np_state[1].tolist(),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached_gaussian": float(np_state[4]),
+        },
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state()
@@ -220,7 +251,14 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
     n = state["numpy"]
-    np.random.set_state((n["algorithm"], np.asarray(n["key"], dtype=np.uint32), n["pos"], n["has_gauss"],
-                         n["cached_gaussian"]))
+    np.random.set_state(
+        (
+            n["algorithm"],
+            np.asarray(n["key"], dtype=np.uint32),
+            n["pos"],
+            n["has_gauss"],
+            n["cached_gaussian"],
+        )
+    )
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state(state["cuda"])

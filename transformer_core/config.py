@@ -57,26 +57,49 @@ class ModelConfig:
     eos_id: int = EOS_ID
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "encoder_layers", "decoder_layers", "d_model", "d_ff",
-                     "h", "d_k", "d_v", "max_positions"):
+        for name in (
+            "vocab_size",
+            "encoder_layers",
+            "decoder_layers",
+            "d_model",
+            "d_ff",
+            "h",
+            "d_k",
+            "d_v",
+            "max_positions",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
         for name in ("dropout", "label_smoothing"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not 0.0 <= value < 1.0
+            ):
                 raise ConfigError(f"model.{name} must be a number in [0, 1), got {value!r}")
         if self.positional not in POSITIONAL_ENCODINGS:
             raise ConfigError(
                 f"model.positional must be one of {', '.join(POSITIONAL_ENCODINGS)}, got {self.positional!r}"
             )
         if self.init not in INITIALIZATIONS:
-            raise ConfigError(f"model.init must be one of {', '.join(INITIALIZATIONS)}, got {self.init!r}")
-        if isinstance(self.init_std, bool) or not isinstance(self.init_std, (int, float)) or not self.init_std > 0:
+            raise ConfigError(
+                f"model.init must be one of {', '.join(INITIALIZATIONS)}, got {self.init!r}"
+            )
+        if (
+            isinstance(self.init_std, bool)
+            or not isinstance(self.init_std, (int, float))
+            or not self.init_std > 0
+        ):
             raise ConfigError(f"model.init_std must be a positive number, got {self.init_std!r}")
         ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
         for name, value in ids.items():
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.vocab_size:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 0 <= value < self.vocab_size
+            ):
                 raise ConfigError(
                     f"model.{name} must be an integer in [0, vocab_size={self.vocab_size}), got {value!r}"
                 )
@@ -116,13 +139,21 @@ BIG = BASE.replace(d_model=1024, d_ff=4096, h=16, dropout=0.3)
 
 PRESETS: dict[str, Experiment] = {
     "base": Experiment("base", {}, 100_000, "Transformer (base model)"),
-    "big": Experiment("big", {"d_model": 1024, "d_ff": 4096, "h": 16, "dropout": 0.3}, 300_000,
-                      "Transformer (big)"),
+    "big": Experiment(
+        "big",
+        {"d_model": 1024, "d_ff": 4096, "h": 16, "dropout": 0.3},
+        300_000,
+        "Transformer (big)",
+    ),
     # Table 4 (paper section 6.3): 4 layers, d_model 1024, the base recipe otherwise (d_ff 2048,
     # h 8, so d_k = d_v = 1024 / 8). The paper leaves the training length unsaid and keeps "all
     # other parameters unchanged from the English-to-German base translation model": base's 100K.
-    "parsing": Experiment("parsing", {"encoder_layers": 4, "decoder_layers": 4, "d_model": 1024,
-                                      "d_k": 128, "d_v": 128}, 100_000, "Transformer (4 layers)"),
+    "parsing": Experiment(
+        "parsing",
+        {"encoder_layers": 4, "decoder_layers": 4, "d_model": 1024, "d_k": 128, "d_v": 128},
+        100_000,
+        "Transformer (4 layers)",
+    ),
 }
 
 # Table 3 of the paper; row names are ours (SPEC.md). Unlisted values equal base.
@@ -140,7 +171,9 @@ TABLE3_ROWS: dict[str, Experiment] = {
         Experiment("C2", {"encoder_layers": 4, "decoder_layers": 4}, description="(C) N = 4"),
         Experiment("C3", {"encoder_layers": 8, "decoder_layers": 8}, description="(C) N = 8"),
         Experiment("C4", {"d_model": 256, "d_k": 32, "d_v": 32}, description="(C) d_model = 256"),
-        Experiment("C5", {"d_model": 1024, "d_k": 128, "d_v": 128}, description="(C) d_model = 1024"),
+        Experiment(
+            "C5", {"d_model": 1024, "d_k": 128, "d_v": 128}, description="(C) d_model = 1024"
+        ),
         Experiment("C6", {"d_ff": 1024}, description="(C) d_ff = 1024"),
         Experiment("C7", {"d_ff": 4096}, description="(C) d_ff = 4096"),
         Experiment("D1", {"dropout": 0.0}, description="(D) P_drop = 0.0"),
@@ -198,18 +231,38 @@ class TrainConfig:
     num_threads: int | None = None  # torch CPU threads; None leaves torch's default
 
     # Settings that change the trajectory: a resumed run must use the same values.
-    TRAJECTORY = ("max_tokens", "tokens_per_step", "warmup", "lr_scale", "adam_beta1", "adam_beta2",
-                  "adam_eps", "seed")
+    TRAJECTORY = (
+        "max_tokens",
+        "tokens_per_step",
+        "warmup",
+        "lr_scale",
+        "adam_beta1",
+        "adam_beta2",
+        "adam_eps",
+        "seed",
+    )
 
     def __post_init__(self) -> None:
-        for name in ("steps", "max_tokens", "tokens_per_step", "warmup", "checkpoint_interval",
-                     "keep_last", "log_interval"):
+        for name in (
+            "steps",
+            "max_tokens",
+            "tokens_per_step",
+            "warmup",
+            "checkpoint_interval",
+            "keep_last",
+            "log_interval",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"train.{name} must be a positive integer, got {value!r}")
-        if self.num_threads is not None and (isinstance(self.num_threads, bool)
-                                             or not isinstance(self.num_threads, int) or self.num_threads <= 0):
-            raise ConfigError(f"train.num_threads must be a positive integer, got {self.num_threads!r}")
+        if self.num_threads is not None and (
+            isinstance(self.num_threads, bool)
+            or not isinstance(self.num_threads, int)
+            or self.num_threads <= 0
+        ):
+            raise ConfigError(
+                f"train.num_threads must be a positive integer, got {self.num_threads!r}"
+            )
         if not self.lr_scale > 0:
             raise ConfigError(f"train.lr_scale must be positive, got {self.lr_scale!r}")
         for name in ("adam_beta1", "adam_beta2"):
@@ -218,9 +271,13 @@ class TrainConfig:
         if not self.adam_eps > 0:
             raise ConfigError(f"train.adam_eps must be positive, got {self.adam_eps!r}")
         if self.precision not in PRECISIONS:
-            raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+            raise ConfigError(
+                f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
+            )
         if self.device not in DEVICES:
-            raise ConfigError(f"train.device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+            raise ConfigError(
+                f"train.device must be one of {', '.join(DEVICES)}, got {self.device!r}"
+            )
 
     def accumulation(self, world_size: int) -> int:
         """Micro-batches per device per optimizer step."""
@@ -239,7 +296,9 @@ class TrainConfig:
         return cls(**{**defaults, **{k: v for k, v in overrides.items() if v is not None}})
 
 
-def parse_overrides(items: list[str], cls: type = ModelConfig, where: str = "--set") -> dict[str, Any]:
+def parse_overrides(
+    items: list[str], cls: type = ModelConfig, where: str = "--set"
+) -> dict[str, Any]:
     """``["d_model=256", "dropout=0.3"]`` -> typed values for ``cls``'s fields.
 
     An unknown key or a value of the wrong type is a ConfigError naming it.
@@ -252,12 +311,16 @@ def parse_overrides(items: list[str], cls: type = ModelConfig, where: str = "--s
         if not sep or not key:
             raise ConfigError(f"{where} {item!r}: expected KEY=VALUE")
         if key not in fields:
-            raise ConfigError(f"{where} {item!r}: unknown key {key!r} (known: {', '.join(sorted(fields))})")
+            raise ConfigError(
+                f"{where} {item!r}: unknown key {key!r} (known: {', '.join(sorted(fields))})"
+            )
         kind = type(fields[key].default)
         try:
             value = float(text) if kind is float else int(text) if kind is int else text
         except ValueError:
-            raise ConfigError(f"{where} {item!r}: {key} takes a {kind.__name__}, got {text!r}") from None
+            raise ConfigError(
+                f"{where} {item!r}: {key} takes a {kind.__name__}, got {text!r}"
+            ) from None
         overrides[key] = value
     return overrides
 

@@ -83,7 +83,9 @@ def precision_name(dtype: torch.dtype | None) -> str:
     return "bf16" if dtype == torch.bfloat16 else "fp32"
 
 
-def setup_device(device: str, precision: str, num_threads: int | None) -> tuple[torch.device, torch.dtype | None]:
+def setup_device(
+    device: str, precision: str, num_threads: int | None
+) -> tuple[torch.device, torch.dtype | None]:
     """Apply --num-threads, then resolve --device and --precision (see add_device_arguments)."""
     if num_threads is not None:
         if num_threads < 1:

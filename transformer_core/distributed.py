@@ -71,8 +71,10 @@ def setup(device_name: str = "auto") -> DistContext:
         kwargs = {"device_id": device} if device.type == "cuda" else {}
         dist.init_process_group(backend=backend, init_method="env://", **kwargs)
     if dist.get_world_size() != world_size or dist.get_rank() != rank:
-        raise UserError(f"process group (rank {dist.get_rank()} of {dist.get_world_size()}) does not "
-                        f"match RANK={rank} WORLD_SIZE={world_size}")
+        raise UserError(
+            f"process group (rank {dist.get_rank()} of {dist.get_world_size()}) does not "
+            f"match RANK={rank} WORLD_SIZE={world_size}"
+        )
     return DistContext(rank, local_rank, world_size, device, owns_group=owns)
 
 

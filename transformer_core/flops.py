@@ -47,7 +47,9 @@ class DeviceSpec:
 
     name: str
     fp32_tflops: float  # sustained single precision, no tensor cores (the paper's measure)
-    bf16_tflops: float | None  # dense bf16 tensor-core peak (for model FLOPs utilization); None: no bf16
+    bf16_tflops: (
+        float | None
+    )  # dense bf16 tensor-core peak (for model FLOPs utilization); None: no bf16
     source: str
 
 
@@ -55,16 +57,24 @@ DEVICES: tuple[DeviceSpec, ...] = (
     DeviceSpec("K80", 2.8, None, "the paper (Table 2, footnote 5)"),
     DeviceSpec("K40", 3.7, None, "the paper (Table 2, footnote 5)"),
     DeviceSpec("M40", 6.0, None, "the paper (Table 2, footnote 5)"),
-    DeviceSpec("P100", 9.5, None, "the paper (Table 2, footnote 5); datasheet: 9.3 PCIe, 10.6 SXM2"),
+    DeviceSpec(
+        "P100", 9.5, None, "the paper (Table 2, footnote 5); datasheet: 9.3 PCIe, 10.6 SXM2"
+    ),
     DeviceSpec("V100-PCIE", 14.0, None, "NVIDIA V100 datasheet, FP32, PCIe"),
     DeviceSpec("V100", 15.7, None, "NVIDIA V100 datasheet, FP32, SXM2 (no bf16 support)"),
-    DeviceSpec("A100", 19.5, 312.0, "NVIDIA A100 datasheet, FP32 (non-tensor); bf16 tensor dense 312"),
+    DeviceSpec(
+        "A100", 19.5, 312.0, "NVIDIA A100 datasheet, FP32 (non-tensor); bf16 tensor dense 312"
+    ),
     DeviceSpec("H100 PCIe", 51.0, 756.0, "NVIDIA H100 datasheet, FP32 PCIe; bf16 tensor dense 756"),
     DeviceSpec("H100 NVL", 60.0, 835.0, "NVIDIA H100 datasheet, FP32 NVL; bf16 tensor dense 835"),
     DeviceSpec("H100", 67.0, 989.0, "NVIDIA H100 datasheet, FP32 SXM5; bf16 tensor dense 989"),
     DeviceSpec("H200 NVL", 60.0, 835.0, "NVIDIA H200 datasheet, FP32 NVL; bf16 tensor dense 835"),
-    DeviceSpec("H200", 67.0, 989.0, "NVIDIA H200 datasheet, FP32 SXM (same GH100 compute as H100 SXM); "
-                                    "bf16 tensor dense 989"),
+    DeviceSpec(
+        "H200",
+        67.0,
+        989.0,
+        "NVIDIA H200 datasheet, FP32 SXM (same GH100 compute as H100 SXM); bf16 tensor dense 989",
+    ),
 )
 
 
@@ -86,12 +96,20 @@ def paper_method_cost(hours: float, devices: int, device_name: str) -> dict:
     """Training time x devices x sustained FLOPS; ``flops`` is None (with a note) off the table."""
     spec = device_spec(device_name)
     if spec is None:
-        return {"flops": None, "device": device_name, "tflops_per_device": None,
-                "note": f"{device_name!r} is not in the table of sustained FLOPS "
-                        "(transformer_core.flops.DEVICES); the paper's method needs one"}
+        return {
+            "flops": None,
+            "device": device_name,
+            "tflops_per_device": None,
+            "note": f"{device_name!r} is not in the table of sustained FLOPS "
+            "(transformer_core.flops.DEVICES); the paper's method needs one",
+        }
     flops = hours * 3600.0 * devices * spec.fp32_tflops * 1e12
-    return {"flops": flops, "device": spec.name, "tflops_per_device": spec.fp32_tflops,
-            "note": spec.source}
+    return {
+        "flops": flops,
+        "device": spec.name,
+        "tflops_per_device": spec.fp32_tflops,
+        "note": spec.source,
+    }
 
 
 @dataclass
@@ -127,9 +145,14 @@ class TokenCounts:
     def uniform(cls, src_tokens: int, tgt_tokens: int, mean_length: float) -> TokenCounts:
         """Counts for sentences that all have ``mean_length`` positions (when only totals are known)."""
         sentences = round(tgt_tokens / mean_length)
-        return cls(sentences=sentences, src_tokens=src_tokens, tgt_tokens=tgt_tokens,
-                   src_sq=round(src_tokens * mean_length), tgt_causal=round(tgt_tokens * (mean_length + 1) / 2),
-                   src_tgt=round(tgt_tokens * mean_length))
+        return cls(
+            sentences=sentences,
+            src_tokens=src_tokens,
+            tgt_tokens=tgt_tokens,
+            src_sq=round(src_tokens * mean_length),
+            tgt_causal=round(tgt_tokens * (mean_length + 1) / 2),
+            src_tgt=round(tgt_tokens * mean_length),
+        )
 
 
 def forward_flops(cfg: ModelConfig, counts: TokenCounts) -> float:
@@ -137,7 +160,9 @@ def forward_flops(cfg: ModelConfig, counts: TokenCounts) -> float:
     d, a, b, ff = cfg.d_model, cfg.h * cfg.d_k, cfg.h * cfg.d_v, cfg.d_ff
     self_proj = 2 * d * (2 * a + b) + 2 * b * d
     pair = 2 * a + 2 * b
-    encoder = cfg.encoder_layers * (counts.src_tokens * (self_proj + 4 * d * ff) + counts.src_sq * pair)
+    encoder = cfg.encoder_layers * (
+        counts.src_tokens * (self_proj + 4 * d * ff) + counts.src_sq * pair
+    )
     decoder = cfg.decoder_layers * (
         counts.tgt_tokens * (self_proj + 2 * d * a + 2 * b * d + 4 * d * ff)
         + counts.src_tokens * 2 * d * (a + b)
@@ -168,18 +193,20 @@ def paper_run_costs(vocab_size: int = 37000, mean_length: float = PAPER_MEAN_LEN
         counts = TokenCounts.uniform(tokens, tokens, mean_length)
         cfg = model_config(name, vocab_size=vocab_size)
         paper = paper_method_cost(run["hours"], run["devices"], run["device"])
-        rows.append({
-            "run": f"paper {name}",
-            "hours": run["hours"],
-            "devices": run["devices"],
-            "device": run["device"],
-            "steps": run["steps"],
-            "tokens_tgt": tokens,
-            "flops_paper_method": paper["flops"],
-            "flops_analytic": training_flops(cfg, counts),
-            "note": f"analytic count assumes {PAPER_TOKENS_PER_STEP} target and source tokens per step "
-                    f"and {mean_length:g} positions per sentence; vocabulary {vocab_size}",
-        })
+        rows.append(
+            {
+                "run": f"paper {name}",
+                "hours": run["hours"],
+                "devices": run["devices"],
+                "device": run["device"],
+                "steps": run["steps"],
+                "tokens_tgt": tokens,
+                "flops_paper_method": paper["flops"],
+                "flops_analytic": training_flops(cfg, counts),
+                "note": f"analytic count assumes {PAPER_TOKENS_PER_STEP} target and source tokens per step "
+                f"and {mean_length:g} positions per sentence; vocabulary {vocab_size}",
+            }
+        )
     return rows
 
 

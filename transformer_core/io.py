@@ -76,7 +76,9 @@ def check_input_file(path: str | os.PathLike, what: str = "input") -> None:
         raise UserError(f"{what} {source}: no such file")
 
 
-def read_lines(path: str | os.PathLike, *, strip_cr: bool = False, limit: int | None = None) -> list[str]:
+def read_lines(
+    path: str | os.PathLike, *, strip_cr: bool = False, limit: int | None = None
+) -> list[str]:
     """The lines of a UTF-8 text file, gzipped when its name ends in ``.gz``: the project's one reader.
 
     Lines are split on ``\\n`` only, so U+2028, U+0085 and other Unicode separators stay
@@ -104,7 +106,9 @@ def read_lines(path: str | os.PathLike, *, strip_cr: bool = False, limit: int | 
     except IsADirectoryError:
         raise UserError(f"{path}: is a folder, not a text file") from None
     except UnicodeDecodeError as err:
-        raise UserError(f"{path}: not UTF-8 text near line {len(lines) + 1} ({err.reason})") from None
+        raise UserError(
+            f"{path}: not UTF-8 text near line {len(lines) + 1} ({err.reason})"
+        ) from None
     return lines
 
 

@@ -50,10 +50,19 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, rows: int,
-                need_grad: bool) -> tuple[Tensor, Tensor]:
+    def forward(
+        ctx,
+        hidden: Tensor,
+        weight: Tensor,
+        target: Tensor,
+        epsilon: float,
+        rows: int,
+        need_grad: bool,
+    ) -> tuple[Tensor, Tensor]:
         vocab = weight.size(0)
-        dtype = torch.promote_types(weight.dtype, torch.float32)  # fp32 math for half-precision inputs
+        dtype = torch.promote_types(
+            weight.dtype, torch.float32
+        )  # fp32 math for half-precision inputs
         nll = torch.zeros((), dtype=dtype, device=hidden.device)
         log_prob_sum = torch.zeros((), dtype=dtype, device=hidden.device)
         grad_hidden = torch.empty_like(hidden) if need_grad else None
@@ -61,10 +70,13 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
         # Without autocast, one logits buffer serves every chunk and the gradients are written in
         # place (out=, addmm_): no fresh (rows, V) or (V, d) tensors. Under autocast the
         # matmuls must be out-of-place to run in bf16.
-        plain = not torch.is_autocast_enabled(hidden.device.type) and hidden.dtype == weight.dtype == dtype
+        plain = (
+            not torch.is_autocast_enabled(hidden.device.type)
+            and hidden.dtype == weight.dtype == dtype
+        )
         buffer = hidden.new_empty(min(rows, hidden.size(0)), vocab) if plain else None
         for start in range(0, hidden.size(0), rows):
-            h, t = hidden[start:start + rows], target[start:start + rows, None]
+            h, t = hidden[start : start + rows], target[start : start + rows, None]
             if plain:
                 z = torch.mm(h, weight.t(), out=buffer[: h.size(0)])  # (rows, V)
             else:
@@ -79,10 +91,10 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
                 if epsilon:
                     grad.sub_(epsilon / vocab)
                 if plain:
-                    torch.mm(grad, weight, out=grad_hidden[start:start + rows])
+                    torch.mm(grad, weight, out=grad_hidden[start : start + rows])
                     grad_weight.addmm_(grad.t(), h)
                 else:
-                    grad_hidden[start:start + rows] = grad @ weight
+                    grad_hidden[start : start + rows] = grad @ weight
                     grad_weight += grad.t() @ h
         loss = (1.0 - epsilon) * nll - (epsilon / vocab) * log_prob_sum if epsilon else nll.clone()
         ctx.save_for_backward(grad_hidden, grad_weight)
@@ -100,8 +112,9 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
 CHUNK_ELEMENTS = {"cpu": 1 << 24, "cuda": 1 << 26}
 
 
-def projected_label_smoothed_loss(hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float,
-                                  pad_id: int = 0) -> LossSums:
+def projected_label_smoothed_loss(
+    hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad_id: int = 0
+) -> LossSums:
     """Summed label-smoothed loss and NLL of logits ``hidden @ weight.T`` against ``target``.
 
     ``hidden`` (..., d) are the decoder outputs, ``weight`` (V, d) the tied
@@ -115,7 +128,9 @@ def projected_label_smoothed_loss(hidden: Tensor, weight: Tensor, target: Tensor
         hidden, target = hidden[keep], target[keep]
     rows = max(1, CHUNK_ELEMENTS.get(hidden.device.type, 1 << 24) // weight.size(0))
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
-    loss, nll = _ProjectedSmoothedCrossEntropy.apply(hidden, weight, target, float(epsilon), rows, need_grad)
+    loss, nll = _ProjectedSmoothedCrossEntropy.apply(
+        hidden, weight, target, float(epsilon), rows, need_grad
+    )
     return LossSums(loss, nll, target.numel())
 
 

@@ -32,7 +32,9 @@ LAYER_NORM_EPS = 1e-6  # tensor2tensor's value
 def sinusoidal_encoding(length: int, d_model: int) -> Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...): (length, d_model)."""
     position = torch.arange(length, dtype=torch.float32).unsqueeze(1)
-    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    inv_freq = torch.exp(
+        torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model)
+    )
     table = torch.zeros(length, d_model)
     table[:, 0::2] = torch.sin(position * inv_freq)
     table[:, 1::2] = torch.cos(position * inv_freq)[:, : d_model // 2]
@@ -67,10 +69,19 @@ class MultiHeadAttention(nn.Module):
 
     def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values of ``memory``: (B, h, S, d_k) and (B, h, S, d_v)."""
-        return self.split_heads(self.w_k(memory), self.d_k), self.split_heads(self.w_v(memory), self.d_v)
+        return self.split_heads(self.w_k(memory), self.d_k), self.split_heads(
+            self.w_v(memory), self.d_v
+        )
 
-    def attend(self, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
-               is_causal: bool = False, decoding: bool = False) -> Tensor:
+    def attend(
+        self,
+        query: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Tensor | None = None,
+        is_causal: bool = False,
+        decoding: bool = False,
+    ) -> Tensor:
         """Scaled dot-product attention of ``query`` (B, T, d_model) over projected k, v.
 
         ``mask`` is boolean, broadcastable to (B, h, T, S), True where attention is allowed.
@@ -85,8 +96,9 @@ class MultiHeadAttention(nn.Module):
         batch, _, length, _ = out.shape  # out: (B, h, T, d_v)
         return self.w_o(out.transpose(1, 2).reshape(batch, length, self.h * self.d_v))
 
-    def forward(self, query: Tensor, memory: Tensor, mask: Tensor | None = None,
-                is_causal: bool = False) -> Tensor:
+    def forward(
+        self, query: Tensor, memory: Tensor, mask: Tensor | None = None, is_causal: bool = False
+    ) -> Tensor:
         k, v = self.project_kv(memory)
         return self.attend(query, k, v, mask, is_causal)
 
@@ -170,8 +182,14 @@ class DecoderLayer(nn.Module):
         y = self.norm_2(y + self.dropout(self.cross_attn(y, memory, src_mask)))
         return self.norm_3(y + self.dropout(self.feed_forward(y)))
 
-    def step(self, y: Tensor, cache: LayerCache, src_mask: Tensor, beam: int = 1,
-             rows: Tensor | None = None) -> Tensor:
+    def step(
+        self,
+        y: Tensor,
+        cache: LayerCache,
+        src_mask: Tensor,
+        beam: int = 1,
+        rows: Tensor | None = None,
+    ) -> Tensor:
         """One decoding position ``y`` (N * beam, 1, d_model); appends its key/value to ``cache``
         after taking the cache rows ``rows`` (a pending reorder; None: none).
 
@@ -185,8 +203,9 @@ class DecoderLayer(nn.Module):
         y = self.norm_1(y + self.dropout(attended))
         n_rows, _, d_model = y.shape
         grouped = y.view(n_rows // beam, beam, d_model)  # (N, beam, d_model)
-        attended = self.cross_attn.attend(grouped, cache.cross_k, cache.cross_v, src_mask,
-                                          decoding=True)
+        attended = self.cross_attn.attend(
+            grouped, cache.cross_k, cache.cross_v, src_mask, decoding=True
+        )
         y = self.norm_2(y + self.dropout(attended.view(n_rows, 1, d_model)))
         return self.norm_3(y + self.dropout(self.feed_forward(y)))
 
@@ -236,8 +255,9 @@ class Transformer(nn.Module):
         if cfg.positional == "learned":
             self.position_embedding = nn.Embedding(cfg.max_positions, cfg.d_model)
         else:
-            self.register_buffer("sinusoids", sinusoidal_encoding(cfg.max_positions, cfg.d_model),
-                                 persistent=False)
+            self.register_buffer(
+                "sinusoids", sinusoidal_encoding(cfg.max_positions, cfg.d_model), persistent=False
+            )
         self.dropout = nn.Dropout(cfg.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
@@ -255,7 +275,9 @@ class Transformer(nn.Module):
         normal = self.cfg.init == "normal"
         for name, param in self.named_parameters():
             if name.startswith(("embedding", "position_embedding")):
-                nn.init.normal_(param, mean=0.0, std=self.cfg.init_std if normal else self.cfg.d_model ** -0.5)
+                nn.init.normal_(
+                    param, mean=0.0, std=self.cfg.init_std if normal else self.cfg.d_model**-0.5
+                )
             elif param.dim() > 1:
                 if normal:
                     nn.init.normal_(param, mean=0.0, std=self.cfg.init_std)
@@ -321,11 +343,14 @@ class Transformer(nn.Module):
         for layer in self.decoder_layers:
             cross_k, cross_v = layer.cross_attn.project_kv(memory)
             attn = layer.self_attn
-            layers.append(LayerCache(
-                self_k=memory.new_zeros(rows, attn.h, 0, attn.d_k),
-                self_v=memory.new_zeros(rows, attn.h, 0, attn.d_v),
-                cross_k=cross_k, cross_v=cross_v,
-            ))
+            layers.append(
+                LayerCache(
+                    self_k=memory.new_zeros(rows, attn.h, 0, attn.d_k),
+                    self_v=memory.new_zeros(rows, attn.h, 0, attn.d_v),
+                    cross_k=cross_k,
+                    cross_v=cross_v,
+                )
+            )
         return DecoderState(layers=layers, src_mask=src_mask, beam=beam)
 
     def decode_step(self, tokens: Tensor, state: DecoderState) -> Tensor:

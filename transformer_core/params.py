@@ -18,15 +18,19 @@ def parameter_table(vocab_size: int = 37000) -> list[dict]:
     for name, exp in TABLE3_ROWS.items():
         count = parameter_count(model_config(name, vocab_size=vocab_size))
         paper_m = TABLE3[name].params_m
-        rows.append({
-            "row": name,
-            "description": exp.description,
-            "vocab_size": vocab_size,
-            "params": count,
-            "params_m": round(count / 1e6, 2),
-            "paper_params_m": paper_m,
-            "gap_pct": None if paper_m is None else round(100.0 * (count / 1e6 - paper_m) / paper_m, 1),
-        })
+        rows.append(
+            {
+                "row": name,
+                "description": exp.description,
+                "vocab_size": vocab_size,
+                "params": count,
+                "params_m": round(count / 1e6, 2),
+                "paper_params_m": paper_m,
+                "gap_pct": None
+                if paper_m is None
+                else round(100.0 * (count / 1e6 - paper_m) / paper_m, 1),
+            }
+        )
     return rows
 
 
@@ -39,5 +43,7 @@ def format_markdown(rows: list[dict]) -> str:
     for r in rows:
         paper = "" if r["paper_params_m"] is None else f"{r['paper_params_m']:g}"
         gap = "" if r["gap_pct"] is None else f"{r['gap_pct']:+.1f}%"
-        lines.append(f"| {r['row']} | {r['description']} | {r['params']:,} ({r['params_m']:.1f}M) | {paper} | {gap} |")
+        lines.append(
+            f"| {r['row']} | {r['description']} | {r['params']:,} ({r['params_m']:.1f}M) | {paper} | {gap} |"
+        )
     return "\n".join(lines) + "\n"

@@ -52,8 +52,12 @@ class Perplexity:
         return {"perplexity": self.perplexity, "nll_per_token": self.nll_per_token, **asdict(self)}
 
 
-def summed_nll(batch_nll: BatchNll, batches: Iterable[tuple[Tensor, Tensor, Tensor]], pad_id: int,
-               device: torch.device) -> Perplexity:
+def summed_nll(
+    batch_nll: BatchNll,
+    batches: Iterable[tuple[Tensor, Tensor, Tensor]],
+    pad_id: int,
+    device: torch.device,
+) -> Perplexity:
     """``batch_nll`` summed over ``(src, tgt_in, tgt_out)`` batches, each (B, len), right-padded.
 
     Each batch is moved to ``device`` first; the sum is accumulated in float64, and the
@@ -68,8 +72,11 @@ def summed_nll(batch_nll: BatchNll, batches: Iterable[tuple[Tensor, Tensor, Tens
 
 
 @torch.inference_mode()
-def perplexity(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor, Tensor]],
-               autocast: torch.dtype | None = None) -> Perplexity:
+def perplexity(
+    model: nn.Module,
+    batches: Iterable[tuple[Tensor, Tensor, Tensor]],
+    autocast: torch.dtype | None = None,
+) -> Perplexity:
     """Perplexity of ``model`` over ``(src, tgt_in, tgt_out)`` batches, each (B, len), right-padded.
 
     ``tgt_in`` is BOS + pieces and ``tgt_out`` pieces + EOS; positions where
@@ -81,8 +88,9 @@ def perplexity(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor, Tensor]
     def batch_nll(src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
         with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
             logits = model(src, tgt_in)  # (B, T, V)
-        return F.cross_entropy(logits.float().flatten(0, 1), tgt_out.flatten(), ignore_index=pad,
-                               reduction="sum")
+        return F.cross_entropy(
+            logits.float().flatten(0, 1), tgt_out.flatten(), ignore_index=pad, reduction="sum"
+        )
 
     result = summed_nll(batch_nll, batches, pad, device)
     if result.tokens == 0:
@@ -90,28 +98,43 @@ def perplexity(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor, Tensor]
     return result
 
 
-def dataset_batches(dataset: ParallelDataset, max_tokens: int, pad_id: int, bos_id: int, eos_id: int,
-                    rank: int = 0, world_size: int = 1) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+def dataset_batches(
+    dataset: ParallelDataset,
+    max_tokens: int,
+    pad_id: int,
+    bos_id: int,
+    eos_id: int,
+    rank: int = 0,
+    world_size: int = 1,
+) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
     """Every pair of a binarized split once, in length-bucketed batches of <= max_tokens per side.
 
     With ``world_size`` ranks, this rank's share of the batches (``TokenBucketSampler``).
     """
-    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, max_tokens, rank=rank,
-                                 world_size=world_size)
+    sampler = TokenBucketSampler(
+        dataset.src_lens, dataset.tgt_lens, max_tokens, rank=rank, world_size=world_size
+    )
     for indices in sampler.batches(epoch=0):
         batch = collate(dataset, indices, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id)
         yield batch.src, batch.tgt_in, batch.tgt_out
 
 
-def dataset_perplexity(model: nn.Module, prefix: str | os.PathLike, max_tokens: int = INFERENCE_MAX_TOKENS,
-                       autocast: torch.dtype | None = None) -> Perplexity:
+def dataset_perplexity(
+    model: nn.Module,
+    prefix: str | os.PathLike,
+    max_tokens: int = INFERENCE_MAX_TOKENS,
+    autocast: torch.dtype | None = None,
+) -> Perplexity:
     """Perplexity of ``model`` on the binarized split ``prefix``."""
     cfg = model.cfg
     dataset = ParallelDataset(prefix)
     if dataset.vocab_size > cfg.vocab_size:
-        raise UserError(f"{prefix}: vocabulary of {dataset.vocab_size} ids, more than the model's "
-                        f"vocab_size={cfg.vocab_size}: data and checkpoint do not belong together")
+        raise UserError(
+            f"{prefix}: vocabulary of {dataset.vocab_size} ids, more than the model's "
+            f"vocab_size={cfg.vocab_size}: data and checkpoint do not belong together"
+        )
     if len(dataset) == 0:
         raise UserError(f"{prefix}: no sentence pairs")
-    return perplexity(model, dataset_batches(dataset, max_tokens, cfg.pad_id, cfg.bos_id, cfg.eos_id),
-                      autocast)
+    return perplexity(
+        model, dataset_batches(dataset, max_tokens, cfg.pad_id, cfg.bos_id, cfg.eos_id), autocast
+    )

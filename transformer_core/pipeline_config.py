@@ -37,16 +37,44 @@ _WSJ_NEEDED = (
 # instead of extending it, and a key left out takes the schema's default, which Snakemake
 # then names (``defaulted_keys``).
 RULE_KEYS = (
-    "scale", "mirror", "scale_rule.width_divisor", "scale_rule.layer_divisor", "scale_rule.step_divisor",
-    "train.tokens_per_step", "train.max_tokens", "train.warmup", "train.lr_scale", "train.seed",
-    "train.log_interval", "train.precision", "models.base.checkpoint_interval", "models.base.average_last",
-    "models.big.checkpoint_interval", "models.big.average_last", "decode.beam", "decode.alpha",
-    "decode.max_len_a", "decode.max_len_b", "decode.max_tokens", "decode.precision", "table2.models", "table2.pairs",
-    "table3.pair", "table3.rows",
+    "scale",
+    "mirror",
+    "scale_rule.width_divisor",
+    "scale_rule.layer_divisor",
+    "scale_rule.step_divisor",
+    "train.tokens_per_step",
+    "train.max_tokens",
+    "train.warmup",
+    "train.lr_scale",
+    "train.seed",
+    "train.log_interval",
+    "train.precision",
+    "models.base.checkpoint_interval",
+    "models.base.average_last",
+    "models.big.checkpoint_interval",
+    "models.big.average_last",
+    "decode.beam",
+    "decode.alpha",
+    "decode.max_len_a",
+    "decode.max_len_b",
+    "decode.max_tokens",
+    "decode.precision",
+    "table2.models",
+    "table2.pairs",
+    "table3.pair",
+    "table3.rows",
 )
-TABLE4_KEYS = ("table4.treebank", "table4.vocab_size", "table4.semi_supervised_dir", "table4.decode.beam",
-               "table4.decode.alpha", "table4.decode.max_len_a", "table4.decode.max_len_b",
-               "table4.decode.max_tokens", "table4.decode.precision")
+TABLE4_KEYS = (
+    "table4.treebank",
+    "table4.vocab_size",
+    "table4.semi_supervised_dir",
+    "table4.decode.beam",
+    "table4.decode.alpha",
+    "table4.decode.max_len_a",
+    "table4.decode.max_len_b",
+    "table4.decode.max_tokens",
+    "table4.decode.precision",
+)
 TABLE4_KIND_KEYS = {
     "wsj": ("table4.treebank_dir",),
     "nltk": ("table4.treebank_zip", "table4.held_out_files"),
@@ -65,7 +93,11 @@ def lookup(config: Any, key: str) -> tuple[bool, Any]:
 def defaulted_keys(config: dict[str, Any]) -> list[str]:
     """The keys the rules read that ``config`` (as written, before schema defaults) leaves out."""
     keys = list(RULE_KEYS)
-    keys += [f"pairs.{name}.{field}" for name in config.get("pairs") or {} for field in ("dataset", "vocab_size")]
+    keys += [
+        f"pairs.{name}.{field}"
+        for name in config.get("pairs") or {}
+        for field in ("dataset", "vocab_size")
+    ]
     if config.get("table4"):
         table4 = config["table4"]
         keys += TABLE4_KEYS + TABLE4_KIND_KEYS.get(table4.get("treebank", "wsj"), ())
@@ -105,7 +137,9 @@ def parsing_runs(config: dict[str, Any]) -> dict[str, str]:
     """
     if table4_unavailable(config) is not None:
         return {}
-    settings = ["wsj_only"] + (["semi_supervised"] if config["table4"].get("semi_supervised_dir") else [])
+    settings = ["wsj_only"] + (
+        ["semi_supervised"] if config["table4"].get("semi_supervised_dir") else []
+    )
     return {setting: PARSING_PAIRS[setting] for setting in settings}
 
 
@@ -114,12 +148,18 @@ def check(config: dict[str, Any], known_datasets: tuple[str, ...] | None = None)
     pairs = config["pairs"]
     for i, pair in enumerate(config["table2"]["pairs"]):
         if pair not in pairs:
-            raise ConfigError(f"table2.pairs[{i}]: {pair!r} is not a key of pairs ({', '.join(pairs)})")
+            raise ConfigError(
+                f"table2.pairs[{i}]: {pair!r} is not a key of pairs ({', '.join(pairs)})"
+            )
     if config["table3"]["pair"] not in pairs:
-        raise ConfigError(f"table3.pair: {config['table3']['pair']!r} is not a key of pairs ({', '.join(pairs)})")
+        raise ConfigError(
+            f"table3.pair: {config['table3']['pair']!r} is not a key of pairs ({', '.join(pairs)})"
+        )
     for i, row in enumerate(config["table3"]["rows"]):
         if row not in TABLE3_ROWS:
-            raise ConfigError(f"table3.rows[{i}]: unknown row {row!r}; known: {', '.join(TABLE3_ROWS)}")
+            raise ConfigError(
+                f"table3.rows[{i}]: unknown row {row!r}; known: {', '.join(TABLE3_ROWS)}"
+            )
     if known_datasets is not None:
         for name, pair in pairs.items():
             if pair["dataset"] not in known_datasets:
@@ -128,10 +168,14 @@ def check(config: dict[str, Any], known_datasets: tuple[str, ...] | None = None)
                 )
     mirror = config.get("mirror", "")
     if mirror and "://" in mirror and mirror.split("://", 1)[0] not in MIRROR_SCHEMES:
-        raise ConfigError(f"mirror: {mirror!r} is not a URL prefix of {', '.join(MIRROR_SCHEMES)} "
-                          "(or give a directory)")
+        raise ConfigError(
+            f"mirror: {mirror!r} is not a URL prefix of {', '.join(MIRROR_SCHEMES)} "
+            "(or give a directory)"
+        )
     if mirror and "://" not in mirror and not Path(mirror).is_dir():
-        raise ConfigError(f"mirror: directory {mirror!r} does not exist (give a directory or a URL prefix)")
+        raise ConfigError(
+            f"mirror: directory {mirror!r} does not exist (give a directory or a URL prefix)"
+        )
     ModelConfig.from_dict(config.get("model", {}))  # an unknown key or a bad value names model.KEY
     rule = config["scale_rule"]
     for name in experiments(config):
@@ -150,7 +194,9 @@ def check_table4(config: dict[str, Any]) -> None:
     table4 = config["table4"]
     for name in PARSING_PAIRS.values():
         if name in config["pairs"]:
-            raise ConfigError(f"pairs.{name}: the name is Table 4's parsing data folder; rename the pair")
+            raise ConfigError(
+                f"pairs.{name}: the name is Table 4's parsing data folder; rename the pair"
+            )
     kind = table4.get("treebank", "wsj")
     if kind == "wsj" and table4.get("treebank_dir"):
         try:
@@ -168,7 +214,9 @@ def check_table4(config: dict[str, Any]) -> None:
             raise ConfigError(f"table4.treebank_zip: {archive} is not a zip file")
     corpus = table4.get("semi_supervised_dir", "")
     if corpus:
-        missing = [name for name in ("train.words", "train.tree") if not (Path(corpus) / name).is_file()]
+        missing = [
+            name for name in ("train.words", "train.tree") if not (Path(corpus) / name).is_file()
+        ]
         if missing:
             raise ConfigError(
                 f"table4.semi_supervised_dir: {corpus} lacks {' and '.join(missing)} (a parsed corpus "

@@ -72,10 +72,16 @@ def plot_learning_curves(runs: dict[str, str], out: str | os.PathLike) -> None:
         if train:
             ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], label=label)
         if dev:
-            ax_ppl.plot([r["step"] for r in dev], [r["dev_ppl"] for r in dev], marker="o", label=label)
+            ax_ppl.plot(
+                [r["step"] for r in dev], [r["dev_ppl"] for r in dev], marker="o", label=label
+            )
     ax_loss.set(xlabel="step", ylabel="training loss (label-smoothed)", title="Training loss")
-    ax_ppl.set(xlabel="step", ylabel="dev perplexity", title="Dev perplexity (no label smoothing)",
-               yscale="log")
+    ax_ppl.set(
+        xlabel="step",
+        ylabel="dev perplexity",
+        title="Dev perplexity (no label smoothing)",
+        yscale="log",
+    )
     for ax in (ax_loss, ax_ppl):
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
@@ -89,20 +95,30 @@ def plot_learning_curves(runs: dict[str, str], out: str | os.PathLike) -> None:
 
 def samples_markdown(label: str, source: str, reference: str, hypothesis: str, n: int = 3) -> str:
     """The first ``n`` lines of a test set: source, reference and our translation."""
-    rows = zip(*(read_lines(path, strip_cr=True, limit=n) for path in (source, reference, hypothesis)),
-               strict=True)
+    rows = zip(
+        *(read_lines(path, strip_cr=True, limit=n) for path in (source, reference, hypothesis)),
+        strict=True,
+    )
     text = f"### {label}\n\n"
     for i, (src, ref, hyp) in enumerate(rows, 1):
         text += f"{i}. source: {src}\n   - reference: {ref}\n   - ours: {hyp}\n"
     return text + "\n"
 
 
-def write_report(out: str | os.PathLike, scale: str, tables: dict[str, str], scores: dict[str, str],
-                 plot: str | None, samples: list[tuple[str, str, str, str]]) -> None:
+def write_report(
+    out: str | os.PathLike,
+    scale: str,
+    tables: dict[str, str],
+    scores: dict[str, str],
+    plot: str | None,
+    samples: list[tuple[str, str, str, str]],
+) -> None:
     """Assemble ``report.md`` from the table markdown files, score JSONs, plot and samples."""
     text = f"# Reproduction report: Attention Is All You Need\n\nScale: `{scale}`; transformer-core {__version__}.\n\n"
     text += RECIPE + "\n"
-    signatures = sorted({json.loads(Path(p).read_text())["sacrebleu_signature"] for p in scores.values()})
+    signatures = sorted(
+        {json.loads(Path(p).read_text())["sacrebleu_signature"] for p in scores.values()}
+    )
     if signatures:
         text += "sacreBLEU signature(s): " + ", ".join(f"`{s}`" for s in signatures) + "\n\n"
     for title, path in tables.items():

@@ -81,8 +81,11 @@ class MetricsLog:
         """Drop lines of steps after ``step`` (a killed session's, after its last checkpoint)."""
         if not self.enabled or not self.path.exists():
             return
-        kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
-                if line.strip() and json.loads(line).get("step", 0) <= step]
+        kept = [
+            line
+            for line in self.path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line).get("step", 0) <= step
+        ]
         atomic_write_text(self.path, "".join(line + "\n" for line in kept))
 
     def write(self, record: dict[str, Any]) -> None:
@@ -92,20 +95,25 @@ class MetricsLog:
                 handle.write(json.dumps(record) + "\n")
 
 
-def settings_mismatch(payload: dict, model_cfg: ModelConfig, cfg: TrainConfig,
-                      spm_sha256: str | None = None) -> str | None:
+def settings_mismatch(
+    payload: dict, model_cfg: ModelConfig, cfg: TrainConfig, spm_sha256: str | None = None
+) -> str | None:
     """Why a run's checkpoint cannot be continued with these settings; None when it can."""
     stored_spm = payload.get("spm_sha256")
     if stored_spm and spm_sha256 and stored_spm != spm_sha256:
-        return (f"its data was encoded with another sentencepiece model "
-                f"({payload.get('spm_model', '?')}, sha256 {stored_spm[:12]}; "
-                f"this data's: {spm_sha256[:12]})")
+        return (
+            f"its data was encoded with another sentencepiece model "
+            f"({payload.get('spm_model', '?')}, sha256 {stored_spm[:12]}; "
+            f"this data's: {spm_sha256[:12]})"
+        )
     # Through ModelConfig: a key added since the checkpoint was written takes its default.
     stored_model = ModelConfig.from_dict(payload["model_config"]).to_dict()
     diff = sorted(k for k, v in model_cfg.to_dict().items() if stored_model.get(k) != v)
     if diff:
-        return (f"its model config differs in {', '.join(diff)} "
-                f"({', '.join(f'{k}={stored_model.get(k)!r}' for k in diff)})")
+        return (
+            f"its model config differs in {', '.join(diff)} "
+            f"({', '.join(f'{k}={stored_model.get(k)!r}' for k in diff)})"
+        )
     stored = payload["train_config"]
     diff = [k for k in TrainConfig.TRAJECTORY if stored.get(k) != getattr(cfg, k)]
     if diff:
@@ -151,9 +159,11 @@ def open_run(paths: RunPaths, resume: bool, restart_if_changed: bool) -> Previou
         raise UserError("--restart-if-changed goes with --resume")
     existing = list_checkpoints(paths.checkpoints)
     if existing and not resume:
-        raise UserError(f"{paths.out_dir} already holds checkpoints "
-                        f"(newest {existing[-1][1].name}): pass --resume to continue that run, "
-                        "or choose another --out-dir")
+        raise UserError(
+            f"{paths.out_dir} already holds checkpoints "
+            f"(newest {existing[-1][1].name}): pass --resume to continue that run, "
+            "or choose another --out-dir"
+        )
     if not resume:
         return PreviousRun(paths, existing, None)
     main = int(os.environ.get("RANK", "0")) == 0
@@ -164,11 +174,16 @@ def open_run(paths: RunPaths, resume: bool, restart_if_changed: bool) -> Previou
     if payload is not None:
         missing = [key for key in TRAINING_STATE if key not in payload]
         if missing:
-            what = ("an averaged checkpoint" if "averaged_from" in payload
-                    else "not a training checkpoint")
-            raise UserError(f"cannot resume from {existing[-1][1]}: it holds no training state "
-                            f"({what}, without {', '.join(missing)}); "
-                            f"move it out of {paths.checkpoints}")
+            what = (
+                "an averaged checkpoint"
+                if "averaged_from" in payload
+                else "not a training checkpoint"
+            )
+            raise UserError(
+                f"cannot resume from {existing[-1][1]}: it holds no training state "
+                f"({what}, without {', '.join(missing)}); "
+                f"move it out of {paths.checkpoints}"
+            )
     return PreviousRun(paths, existing, payload)
 
 
@@ -182,8 +197,13 @@ class Start:
     stale: str | None = None  # why the previous run cannot continue: ``start_over`` moves it aside
 
 
-def plan_start(previous: PreviousRun, model_cfg: ModelConfig, cfg: TrainConfig,
-               spm_sha256: str | None, restart_if_changed: bool) -> Start:
+def plan_start(
+    previous: PreviousRun,
+    model_cfg: ModelConfig,
+    cfg: TrainConfig,
+    spm_sha256: str | None,
+    restart_if_changed: bool,
+) -> Start:
     """Finished, resume, start over or fresh, for a session with these settings and flags.
 
     A finished run (``summary.json`` present, ``cfg.steps`` reached) made with the same
@@ -194,8 +214,9 @@ def plan_start(previous: PreviousRun, model_cfg: ModelConfig, cfg: TrainConfig,
     payload, paths = previous.payload, previous.paths
     if payload is None:
         return Start()
-    summary = (json.loads(paths.summary.read_text(encoding="utf-8")) if paths.summary.exists()
-               else {})
+    summary = (
+        json.loads(paths.summary.read_text(encoding="utf-8")) if paths.summary.exists() else {}
+    )
     why = settings_mismatch(payload, model_cfg, cfg, spm_sha256)
     if why is None and summary.get("steps", 0) >= cfg.steps and int(payload["step"]) >= cfg.steps:
         return Start(finished=summary)
@@ -203,8 +224,10 @@ def plan_start(previous: PreviousRun, model_cfg: ModelConfig, cfg: TrainConfig,
     if why is None:
         return Start(payload, checkpoint)
     if not restart_if_changed:
-        raise UserError(f"cannot resume from {checkpoint}: {why}; pass the same settings "
-                        "(or start a new --out-dir)")
+        raise UserError(
+            f"cannot resume from {checkpoint}: {why}; pass the same settings "
+            "(or start a new --out-dir)"
+        )
     return Start(stale=why)
 
 
@@ -212,14 +235,20 @@ def start_over(paths: RunPaths, why: str, ctx: DistContext) -> None:
     """Rank 0 moves the previous run aside (``supersede``) once every rank has read it."""
     distributed.barrier(ctx)
     if ctx.is_main:
-        print(f"{paths.out_dir}: the previous run cannot continue ({why}); moved it to "
-              f"{supersede(paths)} and starting over", file=sys.stderr, flush=True)
+        print(
+            f"{paths.out_dir}: the previous run cannot continue ({why}); moved it to "
+            f"{supersede(paths)} and starting over",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 # -- what a session writes (rank 0) ---------------------------------------------------------------
 
-def write_checkpoint(paths: RunPaths, keep_last: int, model_cfg: ModelConfig, model_state: dict,
-                     **state: Any) -> Path:
+
+def write_checkpoint(
+    paths: RunPaths, keep_last: int, model_cfg: ModelConfig, model_state: dict, **state: Any
+) -> Path:
     """Save ``checkpoints/step_NNNNNNN.pt`` of ``state["step"]``, keep the newest ``keep_last``.
 
     Returns the path written.
@@ -230,10 +259,21 @@ def write_checkpoint(paths: RunPaths, keep_last: int, model_cfg: ModelConfig, mo
     return path
 
 
-def run_summary(experiment: str, model_cfg: ModelConfig, cfg: TrainConfig, *, steps: int,
-                counts: TokenCounts, wall_seconds: float, device: str, devices: int,
-                accumulation: int, precision: str, params: int,
-                metrics: dict[str, Any]) -> dict[str, Any]:
+def run_summary(
+    experiment: str,
+    model_cfg: ModelConfig,
+    cfg: TrainConfig,
+    *,
+    steps: int,
+    counts: TokenCounts,
+    wall_seconds: float,
+    device: str,
+    devices: int,
+    accumulation: int,
+    precision: str,
+    params: int,
+    metrics: dict[str, Any],
+) -> dict[str, Any]:
     """The content of ``summary.json``: what the tables, the FLOPs and the reports read of a run.
 
     ``metrics`` are the last logged values (``train_loss``, ``train_ppl``, ``dev_loss``,

@@ -19,11 +19,16 @@ WIDTHS = ("d_model", "d_ff", "d_k", "d_v")
 DEPTHS = ("encoder_layers", "decoder_layers")
 
 
-def scaled_model_overrides(name: str, width_divisor: int = 1, layer_divisor: int = 1) -> dict[str, Any]:
+def scaled_model_overrides(
+    name: str, width_divisor: int = 1, layer_divisor: int = 1
+) -> dict[str, Any]:
     """ModelConfig overrides of base for experiment ``name`` with widths and depths divided."""
     values = {**BASE.to_dict(), **experiment(name).model}
     overrides = dict(experiment(name).model)
-    for divisor, label, keys in ((width_divisor, "width_divisor", WIDTHS), (layer_divisor, "layer_divisor", DEPTHS)):
+    for divisor, label, keys in (
+        (width_divisor, "width_divisor", WIDTHS),
+        (layer_divisor, "layer_divisor", DEPTHS),
+    ):
         if isinstance(divisor, bool) or not isinstance(divisor, int) or divisor < 1:
             raise ConfigError(f"scale_rule.{label} must be a positive integer, got {divisor!r}")
         for key in keys:
@@ -37,6 +42,12 @@ def scaled_model_overrides(name: str, width_divisor: int = 1, layer_divisor: int
 
 def scaled_steps(name: str, step_divisor: float = 1) -> int:
     """The paper's training steps of ``name`` divided by ``step_divisor`` (at least 1)."""
-    if isinstance(step_divisor, bool) or not isinstance(step_divisor, (int, float)) or step_divisor <= 0:
-        raise ConfigError(f"scale_rule.step_divisor must be a positive number, got {step_divisor!r}")
+    if (
+        isinstance(step_divisor, bool)
+        or not isinstance(step_divisor, (int, float))
+        or step_divisor <= 0
+    ):
+        raise ConfigError(
+            f"scale_rule.step_divisor must be a positive number, got {step_divisor!r}"
+        )
     return max(1, round(experiment(name).train_steps / step_divisor))

@@ -22,7 +22,7 @@ def learning_rate(step: int, d_model: int, warmup: int, scale: float = 1.0) -> f
         raise ValueError(f"step counts from 1, got {step}")
     if warmup < 1:
         raise ConfigError(f"warmup must be a positive number of steps, got {warmup}")
-    return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
 def peak_learning_rate(d_model: int, warmup: int, scale: float = 1.0) -> float:

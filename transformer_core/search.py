@@ -71,8 +71,13 @@ def length_penalty(length: Tensor | float, alpha: float) -> Tensor | float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def max_output_lengths(src_tokens: Tensor, pad_id: int, max_len_a: float, max_len_b: int,
-                       max_positions: int | None = None) -> Tensor:
+def max_output_lengths(
+    src_tokens: Tensor,
+    pad_id: int,
+    max_len_a: float,
+    max_len_b: int,
+    max_positions: int | None = None,
+) -> Tensor:
     """Per sentence: ``int(max_len_a * source_length + max_len_b)`` generated tokens, at least 1.
 
     ``source_length`` counts the non-pad source tokens (EOS included). With learned
@@ -125,7 +130,7 @@ def row_topk(values: Tensor, k: int, block: int = 128) -> tuple[Tensor, Tensor]:
     candidates = split.gather(1, best[:, :, None].expand(rows, k, block)).view(rows, k * block)
     where = (best[:, :, None] * block + offsets).view(rows, k * block)
     if width > blocks * block:  # the tail is always searched
-        candidates = torch.cat([candidates, values[:, blocks * block:]], dim=1)
+        candidates = torch.cat([candidates, values[:, blocks * block :]], dim=1)
         tail = torch.arange(blocks * block, width, device=values.device).expand(rows, -1)
         where = torch.cat([where, tail], dim=1)
     top, index = candidates.topk(k, dim=1)
@@ -133,8 +138,14 @@ def row_topk(values: Tensor, k: int, block: int = 128) -> tuple[Tensor, Tensor]:
 
 
 @torch.inference_mode()
-def beam_search_nbest(model: nn.Module, src_tokens: Tensor, options: DecodeOptions | None = None, *,
-                      nbest: int = 1, **settings: Any) -> list[list[Hypothesis]]:
+def beam_search_nbest(
+    model: nn.Module,
+    src_tokens: Tensor,
+    options: DecodeOptions | None = None,
+    *,
+    nbest: int = 1,
+    **settings: Any,
+) -> list[list[Hypothesis]]:
     """The ``nbest`` best hypotheses of each sentence of ``src_tokens`` (B, S), best first.
 
     ``src_tokens`` is right-padded with ``model.cfg.pad_id`` and holds the source
@@ -152,8 +163,9 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, options: DecodeOptio
         return []
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]  # best first, fewer than 2k
 
-    max_lens = max_output_lengths(src_tokens, cfg.pad_id, options.max_len_a, options.max_len_b,
-                                  _position_cap(model))
+    max_lens = max_output_lengths(
+        src_tokens, cfg.pad_id, options.max_len_a, options.max_len_b, _position_cap(model)
+    )
     memory, src_mask = model.encode(src_tokens)
     state = model.init_state(memory, src_mask, beam=k)  # k decoder rows per sentence
 
@@ -163,7 +175,9 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, options: DecodeOptio
     scores = torch.full((batch, k), -math.inf, device=device)  # (A, k) log-probs of live hypotheses
     scores[:, 0] = 0.0
     tokens = torch.full((batch * k,), cfg.bos_id, dtype=torch.long, device=device)  # last inputs
-    history = torch.empty(batch * k, 0, dtype=torch.long, device=device)  # (A*k, t) generated so far
+    history = torch.empty(
+        batch * k, 0, dtype=torch.long, device=device
+    )  # (A*k, t) generated so far
     kth_finished = torch.full((batch,), -math.inf)  # nbest-th best finished score (CPU)
     n_finished = torch.zeros(batch, dtype=torch.long)  # (CPU)
     offsets = torch.arange(batch, device=device)[:, None] * k
@@ -178,7 +192,9 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, options: DecodeOptio
         row_log_probs, row_tokens = row_topk(log_probs, 2 * k)
         per_row = row_log_probs.size(1)  # 2k, or V if smaller
         candidates = (scores.view(-1, 1) + row_log_probs).view(n_active, k * per_row)
-        cand_scores, cand_index = candidates.topk(min(2 * k, k * per_row), dim=1)  # (A, 2k) best first
+        cand_scores, cand_index = candidates.topk(
+            min(2 * k, k * per_row), dim=1
+        )  # (A, 2k) best first
         cand_parent = torch.div(cand_index, per_row, rounding_mode="floor")
         cand_token = row_tokens.view(n_active, k * per_row).gather(1, cand_index)
         at_max = (active_max_lens <= step)[:, None]  # (A, 1)
@@ -218,7 +234,8 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, options: DecodeOptio
 
         # Which sentences are done (on the CPU: one small transfer per step).
         lp_bound = length_penalty(active_max_lens.to(live_scores.dtype), alpha).clamp(
-            min=length_penalty(float(step + 1), alpha))  # max(lp(t + 1), lp(max_len))
+            min=length_penalty(float(step + 1), alpha)
+        )  # max(lp(t + 1), lp(max_len))
         bound = (live_scores[:, 0] / lp_bound).cpu()
         nf = n_finished[active]
         done = (
@@ -235,7 +252,11 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, options: DecodeOptio
             kept = keep.to(device)
             active = active[keep]
             active_max_lens = active_max_lens[kept]
-            live_scores, live_rows, live_token = live_scores[kept], live_rows[kept], live_token[kept]
+            live_scores, live_rows, live_token = (
+                live_scores[kept],
+                live_rows[kept],
+                live_token[kept],
+            )
         rows = live_rows.reshape(-1)
         state.reorder(rows, kept)
         history = torch.cat([history.index_select(0, rows), live_token.reshape(-1, 1)], dim=1)
@@ -246,8 +267,9 @@ def beam_search_nbest(model: nn.Module, src_tokens: Tensor, options: DecodeOptio
     return [hyps[:nbest] or [Hypothesis([], -math.inf, -math.inf)] for hyps in finished]
 
 
-def beam_search(model: nn.Module, src_tokens: Tensor, options: DecodeOptions | None = None,
-                **settings: Any) -> list[list[int]]:
+def beam_search(
+    model: nn.Module, src_tokens: Tensor, options: DecodeOptions | None = None, **settings: Any
+) -> list[list[int]]:
     """The best hypothesis of each sentence, as token ids without BOS and EOS.
 
     Arguments as ``beam_search_nbest``.
@@ -257,8 +279,9 @@ def beam_search(model: nn.Module, src_tokens: Tensor, options: DecodeOptions | N
 
 
 @torch.inference_mode()
-def greedy_search(model: nn.Module, src_tokens: Tensor, options: DecodeOptions | None = None,
-                  **settings: Any) -> list[list[int]]:
+def greedy_search(
+    model: nn.Module, src_tokens: Tensor, options: DecodeOptions | None = None, **settings: Any
+) -> list[list[int]]:
     """Reference: take the most probable token each step, until EOS or the maximum length.
 
     Deliberately plain (no batch shrinking): the tests check beam size 1 against it.
@@ -267,8 +290,9 @@ def greedy_search(model: nn.Module, src_tokens: Tensor, options: DecodeOptions |
     options = _options(options, settings)
     cfg, min_len = model.cfg, options.min_len
     batch = src_tokens.size(0)
-    max_lens = max_output_lengths(src_tokens, cfg.pad_id, options.max_len_a, options.max_len_b,
-                                  _position_cap(model)).tolist()
+    max_lens = max_output_lengths(
+        src_tokens, cfg.pad_id, options.max_len_a, options.max_len_b, _position_cap(model)
+    ).tolist()
     state = model.init_state(*model.encode(src_tokens))
     tokens = torch.full((batch,), cfg.bos_id, dtype=torch.long, device=src_tokens.device)
     outputs: list[list[int]] = [[] for _ in range(batch)]

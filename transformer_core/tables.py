@@ -23,19 +23,62 @@ from transformer_core.paper import TABLE2, TABLE2_PRESET_ROWS, TABLE3, TABLE4
 PAIR_COLUMNS = {"en_de": ("en_de_bleu", "en_de_flops"), "en_fr": ("en_fr_bleu", "en_fr_flops")}
 
 TABLE2_COLUMNS = [
-    "source", "model", "pair", "bleu_paper_style", "sacrebleu", "sacrebleu_signature", "paper_bleu",
-    "cost_flops_paper_method", "flops_analytic", "paper_flops", "device", "devices", "train_precision",
-    "train_hours", "steps",
+    "source",
+    "model",
+    "pair",
+    "bleu_paper_style",
+    "sacrebleu",
+    "sacrebleu_signature",
+    "paper_bleu",
+    "cost_flops_paper_method",
+    "flops_analytic",
+    "paper_flops",
+    "device",
+    "devices",
+    "train_precision",
+    "train_hours",
+    "steps",
 ]
 TABLE3_COLUMNS = [
-    "row", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "steps",
-    "train_precision", "ppl_dev", "bleu_dev", "sacrebleu_dev", "params_m", "params_m_at_37k",
-    "paper_ppl", "paper_bleu", "paper_params",
+    "row",
+    "N",
+    "d_model",
+    "d_ff",
+    "h",
+    "d_k",
+    "d_v",
+    "P_drop",
+    "eps_ls",
+    "positional",
+    "steps",
+    "train_precision",
+    "ppl_dev",
+    "bleu_dev",
+    "sacrebleu_dev",
+    "params_m",
+    "params_m_at_37k",
+    "paper_ppl",
+    "paper_bleu",
+    "paper_params",
 ]
 
 TABLE4_COLUMNS = [
-    "source", "parser", "training", "status", "treebank", "f1", "f1_len_le_40", "recall", "precision",
-    "test_sentences", "paper_f1", "steps", "train_hours", "device", "devices", "train_precision",
+    "source",
+    "parser",
+    "training",
+    "status",
+    "treebank",
+    "f1",
+    "f1_len_le_40",
+    "recall",
+    "precision",
+    "test_sentences",
+    "paper_f1",
+    "steps",
+    "train_hours",
+    "device",
+    "devices",
+    "train_precision",
 ]
 # Our settings of Table 4 and the paper's training column each reproduces.
 TABLE4_SETTINGS = {"wsj_only": "WSJ only, discriminative", "semi_supervised": "semi-supervised"}
@@ -73,38 +116,51 @@ def table2(results: list[dict[str, str]]) -> pd.DataFrame:
     rows = []
     for item in results:
         if item["pair"] not in PAIR_COLUMNS:
-            raise UserError(f"table2: unknown pair {item['pair']!r}; known: {', '.join(PAIR_COLUMNS)}")
+            raise UserError(
+                f"table2: unknown pair {item['pair']!r}; known: {', '.join(PAIR_COLUMNS)}"
+            )
         if item["model"] not in TABLE2_PRESET_ROWS:
-            raise UserError(f"table2: model {item['model']!r} is not one of {', '.join(TABLE2_PRESET_ROWS)}")
+            raise UserError(
+                f"table2: model {item['model']!r} is not one of {', '.join(TABLE2_PRESET_ROWS)}"
+            )
         score = read_json(item["score"], ("bleu_paper_style", "sacrebleu", "sacrebleu_signature"))
         summary = read_json(item["summary"], ("wall_seconds", "device", "devices", "steps"))
         paper = paper_rows[TABLE2_PRESET_ROWS[item["model"]]]
         bleu_col, flops_col = PAIR_COLUMNS[item["pair"]]
-        rows.append({
-            "source": "ours",
-            "model": paper.model,
-            "pair": item["pair"],
-            "bleu_paper_style": score["bleu_paper_style"],
-            "sacrebleu": score["sacrebleu"],
-            "sacrebleu_signature": score["sacrebleu_signature"],
-            "paper_bleu": getattr(paper, bleu_col),
-            "cost_flops_paper_method": summary.get("flops_paper_method"),
-            "flops_analytic": summary.get("flops_analytic"),
-            "paper_flops": getattr(paper, flops_col),
-            "device": summary["device"],
-            "devices": summary["devices"],
-            "train_precision": train_precision(summary),
-            "train_hours": summary["wall_seconds"] / 3600.0,
-            "steps": summary["steps"],
-        })
+        rows.append(
+            {
+                "source": "ours",
+                "model": paper.model,
+                "pair": item["pair"],
+                "bleu_paper_style": score["bleu_paper_style"],
+                "sacrebleu": score["sacrebleu"],
+                "sacrebleu_signature": score["sacrebleu_signature"],
+                "paper_bleu": getattr(paper, bleu_col),
+                "cost_flops_paper_method": summary.get("flops_paper_method"),
+                "flops_analytic": summary.get("flops_analytic"),
+                "paper_flops": getattr(paper, flops_col),
+                "device": summary["device"],
+                "devices": summary["devices"],
+                "train_precision": train_precision(summary),
+                "train_hours": summary["wall_seconds"] / 3600.0,
+                "steps": summary["steps"],
+            }
+        )
     for paper in TABLE2:
         if paper.ours:
             continue
         for pair, (bleu_col, flops_col) in PAIR_COLUMNS.items():
             if getattr(paper, bleu_col) is None:
                 continue
-            rows.append({"source": "paper", "model": paper.model, "pair": pair,
-                         "paper_bleu": getattr(paper, bleu_col), "paper_flops": getattr(paper, flops_col)})
+            rows.append(
+                {
+                    "source": "paper",
+                    "model": paper.model,
+                    "pair": pair,
+                    "paper_bleu": getattr(paper, bleu_col),
+                    "paper_flops": getattr(paper, flops_col),
+                }
+            )
     return pd.DataFrame(rows, columns=TABLE2_COLUMNS)
 
 
@@ -131,15 +187,33 @@ def table3_row(row: str, score_path: str, summary_path: str) -> pd.DataFrame:
         raise UserError(f"{summary_path}: the run has no dev perplexity (train it with --dev)")
     cfg = ModelConfig.from_dict(summary["model_config"], where=f"{summary_path}:model_config")
     paper = TABLE3[row]
-    return pd.DataFrame([{
-        "row": row, "N": cfg.encoder_layers, "d_model": cfg.d_model, "d_ff": cfg.d_ff, "h": cfg.h,
-        "d_k": cfg.d_k, "d_v": cfg.d_v, "P_drop": cfg.dropout, "eps_ls": cfg.label_smoothing,
-        "positional": cfg.positional, "steps": summary["steps"], "train_precision": train_precision(summary),
-        "ppl_dev": summary["dev_ppl"], "bleu_dev": score["bleu_paper_style"], "sacrebleu_dev": score["sacrebleu"],
-        "params_m": summary["params"] / 1e6,
-        "params_m_at_37k": params_at_vocab(summary["params"], cfg, 37000) / 1e6,
-        "paper_ppl": paper.ppl, "paper_bleu": paper.bleu, "paper_params": paper.params_m,
-    }], columns=TABLE3_COLUMNS)
+    return pd.DataFrame(
+        [
+            {
+                "row": row,
+                "N": cfg.encoder_layers,
+                "d_model": cfg.d_model,
+                "d_ff": cfg.d_ff,
+                "h": cfg.h,
+                "d_k": cfg.d_k,
+                "d_v": cfg.d_v,
+                "P_drop": cfg.dropout,
+                "eps_ls": cfg.label_smoothing,
+                "positional": cfg.positional,
+                "steps": summary["steps"],
+                "train_precision": train_precision(summary),
+                "ppl_dev": summary["dev_ppl"],
+                "bleu_dev": score["bleu_paper_style"],
+                "sacrebleu_dev": score["sacrebleu"],
+                "params_m": summary["params"] / 1e6,
+                "params_m_at_37k": params_at_vocab(summary["params"], cfg, 37000) / 1e6,
+                "paper_ppl": paper.ppl,
+                "paper_bleu": paper.bleu,
+                "paper_params": paper.params_m,
+            }
+        ],
+        columns=TABLE3_COLUMNS,
+    )
 
 
 def table3(row_csvs: list[str]) -> pd.DataFrame:
@@ -168,13 +242,17 @@ def table4(results: list[dict[str, str]], treebank: str) -> pd.DataFrame:
     for item in results:
         setting = item["setting"]
         if setting not in TABLE4_SETTINGS:
-            raise UserError(f"table4: unknown setting {setting!r}; known: {', '.join(TABLE4_SETTINGS)}")
+            raise UserError(
+                f"table4: unknown setting {setting!r}; known: {', '.join(TABLE4_SETTINGS)}"
+            )
         if setting in ours:
             raise UserError(f"table4: setting {setting!r} given twice")
         scores = read_json(item["evalb"], ("all", "cutoff_len"))
         if scores["cutoff_len"] != EVALB_CUTOFF_LEN:
-            raise UserError(f"{item['evalb']}: cutoff_len is {scores['cutoff_len']}, not COLLINS.prm's "
-                            f"{EVALB_CUTOFF_LEN}")
+            raise UserError(
+                f"{item['evalb']}: cutoff_len is {scores['cutoff_len']}, not COLLINS.prm's "
+                f"{EVALB_CUTOFF_LEN}"
+            )
         short = read_json(item["evalb"], (f"len<={EVALB_CUTOFF_LEN}",))[f"len<={EVALB_CUTOFF_LEN}"]
         summary = read_json(item["summary"], ("wall_seconds", "device", "devices", "steps"))
         # No valid sentence: nothing was scored, the row says so. Valid sentences but no bracket
@@ -183,12 +261,18 @@ def table4(results: list[dict[str, str]], treebank: str) -> pd.DataFrame:
         f1 = scores["all"]["f1"]
         f1 = f1 if isinstance(f1, (int, float)) and math.isfinite(f1) else None
         ours[setting] = {
-            "status": "run" if valid else "no valid sentences", "treebank": treebank, "f1": f1 if valid else None,
+            "status": "run" if valid else "no valid sentences",
+            "treebank": treebank,
+            "f1": f1 if valid else None,
             "f1_len_le_40": short["f1"] if valid and f1 is not None else None,
-            "recall": scores["all"]["recall"], "precision": scores["all"]["precision"],
-            "test_sentences": scores["all"]["valid_sentences"], "steps": summary["steps"],
-            "train_hours": summary["wall_seconds"] / 3600.0, "device": summary["device"],
-            "devices": summary["devices"], "train_precision": train_precision(summary),
+            "recall": scores["all"]["recall"],
+            "precision": scores["all"]["precision"],
+            "test_sentences": scores["all"]["valid_sentences"],
+            "steps": summary["steps"],
+            "train_hours": summary["wall_seconds"] / 3600.0,
+            "device": summary["device"],
+            "devices": summary["devices"],
+            "train_precision": train_precision(summary),
         }
     setting_of = {training: setting for setting, training in TABLE4_SETTINGS.items()}
     rows = []
@@ -199,7 +283,11 @@ def table4(results: list[dict[str, str]], treebank: str) -> pd.DataFrame:
         else:
             row.update(source="paper")
         rows.append(row)
-    counts = {"test_sentences": "Int64", "steps": "Int64", "devices": "Int64"}  # integers beside empty cells
+    counts = {
+        "test_sentences": "Int64",
+        "steps": "Int64",
+        "devices": "Int64",
+    }  # integers beside empty cells
     return pd.DataFrame(rows, columns=TABLE4_COLUMNS).astype(counts)
 
 
@@ -225,8 +313,12 @@ def to_markdown(table: pd.DataFrame, notes: tuple[str, ...] = ()) -> str:
     return text
 
 
-def write_table(table: pd.DataFrame, csv_path: str | os.PathLike, markdown_path: str | os.PathLike | None = None,
-                notes: tuple[str, ...] = ()) -> None:
+def write_table(
+    table: pd.DataFrame,
+    csv_path: str | os.PathLike,
+    markdown_path: str | os.PathLike | None = None,
+    notes: tuple[str, ...] = (),
+) -> None:
     """Write the CSV (and its markdown twin) atomically."""
     with atomic_open(csv_path, "w", newline="") as handle:
         table.to_csv(handle, index=False)

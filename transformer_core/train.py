@@ -60,6 +60,7 @@ class TrainingDiverged(UserError):
 
 # -- model + loss --------------------------------------------------------------------------------
 
+
 class LossModel(nn.Module):
     """The Transformer and its loss in one forward (what DDP wraps).
 
@@ -72,13 +73,19 @@ class LossModel(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, epsilon: float) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, epsilon: float
+    ) -> tuple[Tensor, Tensor]:
         model = self.model
         memory, src_mask = model.encode(src)
         y = model.embed(tgt_in)
-        for layer in model.decoder_layers:  # Transformer.decode, but the projection is fused into the loss
+        for (
+            layer
+        ) in model.decoder_layers:  # Transformer.decode, but the projection is fused into the loss
             y = layer(y, memory, src_mask)
-        out = projected_label_smoothed_loss(y, model.embedding.weight, tgt_out, epsilon, model.cfg.pad_id)
+        out = projected_label_smoothed_loss(
+            y, model.embedding.weight, tgt_out, epsilon, model.cfg.pad_id
+        )
         return out.loss, out.nll
 
 
@@ -137,23 +144,37 @@ def _adam_kwargs(device: torch.device) -> dict:
 class Trainer:
     """Model, optimizer, data stream and counters of one rank; ``train_step`` is one optimizer step."""
 
-    def __init__(self, model_cfg: ModelConfig, cfg: TrainConfig, ctx: DistContext,
-                 train_set: ParallelDataset):
+    def __init__(
+        self, model_cfg: ModelConfig, cfg: TrainConfig, ctx: DistContext, train_set: ParallelDataset
+    ):
         self.model_cfg, self.cfg, self.ctx = model_cfg, cfg, ctx
         seed_everything(cfg.seed)  # the same initial weights on every rank
         self.model = Transformer(model_cfg).to(ctx.device)
         self.loss_model: nn.Module = LossModel(self.model)
         if ctx.distributed:
             self.loss_model = DistributedDataParallel(
-                self.loss_model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
-                gradient_as_bucket_view=True, **_no_buffer_sync())
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0,
-                                          betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
-                                          **_adam_kwargs(ctx.device))
+                self.loss_model,
+                device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
+                gradient_as_bucket_view=True,
+                **_no_buffer_sync(),
+            )
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(),
+            lr=0.0,
+            betas=(cfg.adam_beta1, cfg.adam_beta2),
+            eps=cfg.adam_eps,
+            **_adam_kwargs(ctx.device),
+        )
         self.autocast = autocast_dtype(ctx.device, cfg.precision)
         seed_everything(cfg.seed + ctx.rank)  # dropout masks differ between ranks
-        self.sampler = TokenBucketSampler(train_set.src_lens, train_set.tgt_lens, cfg.max_tokens,
-                                          seed=cfg.seed, rank=ctx.rank, world_size=ctx.world_size)
+        self.sampler = TokenBucketSampler(
+            train_set.src_lens,
+            train_set.tgt_lens,
+            cfg.max_tokens,
+            seed=cfg.seed,
+            rank=ctx.rank,
+            world_size=ctx.world_size,
+        )
         self.stream = BatchStream(train_set, self.sampler, model_cfg)
         self.accumulation = cfg.accumulation(ctx.world_size)
         self.step = 0
@@ -172,10 +193,13 @@ class Trainer:
         counts = TokenCounts()
         for batch in batches:
             counts.add(*sentence_lengths(batch, pad))
-        global_counts = TokenCounts(*map(round, distributed.all_reduce_sum(list(asdict(counts).values()),
-                                                                           self.ctx)))
+        global_counts = TokenCounts(
+            *map(round, distributed.all_reduce_sum(list(asdict(counts).values()), self.ctx))
+        )
         scale = self.ctx.world_size / global_counts.tgt_tokens
-        lr = learning_rate(self.step + 1, self.model_cfg.d_model, self.cfg.warmup, self.cfg.lr_scale)
+        lr = learning_rate(
+            self.step + 1, self.model_cfg.d_model, self.cfg.warmup, self.cfg.lr_scale
+        )
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         loss_sum = torch.zeros((), device=self.ctx.device)
@@ -183,16 +207,26 @@ class Trainer:
         self.model.train()
         for i, batch in enumerate(batches):
             last = i == len(batches) - 1
-            sync = contextlib.nullcontext() if last or not self.ctx.distributed else self.loss_model.no_sync()
+            sync = (
+                contextlib.nullcontext()
+                if last or not self.ctx.distributed
+                else self.loss_model.no_sync()
+            )
             with sync:
                 with self._autocast():
-                    loss, nll = self.loss_model(*(t.to(self.ctx.device, non_blocking=True)
-                                                  for t in (batch.src, batch.tgt_in, batch.tgt_out)),
-                                                self.model_cfg.label_smoothing)
+                    loss, nll = self.loss_model(
+                        *(
+                            t.to(self.ctx.device, non_blocking=True)
+                            for t in (batch.src, batch.tgt_in, batch.tgt_out)
+                        ),
+                        self.model_cfg.label_smoothing,
+                    )
                 (loss * scale).backward()
             loss_sum += loss.detach()
             nll_sum += nll
-        total_loss, total_nll = distributed.all_reduce_sum([loss_sum.item(), nll_sum.item()], self.ctx)
+        total_loss, total_nll = distributed.all_reduce_sum(
+            [loss_sum.item(), nll_sum.item()], self.ctx
+        )
         if not (math.isfinite(total_loss) and math.isfinite(total_nll)):
             self.optimizer.zero_grad(set_to_none=True)
             raise TrainingDiverged(f"loss is not finite ({total_loss}) at step {self.step + 1}")
@@ -200,7 +234,9 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         self.counts.merge(global_counts)
-        return StepResult(total_loss, total_nll, global_counts.tgt_tokens, global_counts.src_tokens, lr)
+        return StepResult(
+            total_loss, total_nll, global_counts.tgt_tokens, global_counts.src_tokens, lr
+        )
 
     @torch.no_grad()
     def evaluate(self, dataset: ParallelDataset) -> dict[str, float]:
@@ -225,18 +261,31 @@ class Trainer:
             return loss_model(src.roll(1, dims=0), tgt_in, tgt_out, 0.0)[1]
 
         def batches() -> Iterator[tuple[Tensor, Tensor, Tensor]]:
-            return dataset_batches(dataset, self.cfg.max_tokens, cfg.pad_id, cfg.bos_id, cfg.eos_id,
-                                   rank=ctx.rank, world_size=ctx.world_size)
+            return dataset_batches(
+                dataset,
+                self.cfg.max_tokens,
+                cfg.pad_id,
+                cfg.bos_id,
+                cfg.eos_id,
+                rank=ctx.rank,
+                world_size=ctx.world_size,
+            )
 
         self.model.eval()
         right = summed_nll(nll, batches(), cfg.pad_id, ctx.device)
         wrong = summed_nll(nll_of_wrong_sources, batches(), cfg.pad_id, ctx.device)
         self.model.train()
         nll_sum, wrong_sum, tokens, sentences = distributed.all_reduce_sum(
-            [right.nll_sum, wrong.nll_sum, right.tokens, right.sentences], ctx)
-        dev, wrong = (Perplexity(total, int(tokens), int(sentences)) for total in (nll_sum, wrong_sum))
-        return {"dev_loss": dev.nll_per_token, "dev_ppl": dev.perplexity,
-                "dev_loss_wrong_src": wrong.nll_per_token}
+            [right.nll_sum, wrong.nll_sum, right.tokens, right.sentences], ctx
+        )
+        dev, wrong = (
+            Perplexity(total, int(tokens), int(sentences)) for total in (nll_sum, wrong_sum)
+        )
+        return {
+            "dev_loss": dev.nll_per_token,
+            "dev_ppl": dev.perplexity,
+            "dev_loss_wrong_src": wrong.nll_per_token,
+        }
 
     # -- checkpoint state --------------------------------------------------------------------
     def state(self, wall_seconds: float, metrics: dict[str, Any]) -> dict[str, Any]:
@@ -244,8 +293,11 @@ class Trainer:
         return {
             "step": self.step,
             "optimizer": self.optimizer.state_dict(),
-            "schedule": {"d_model": self.model_cfg.d_model, "warmup": self.cfg.warmup,
-                         "lr_scale": self.cfg.lr_scale},
+            "schedule": {
+                "d_model": self.model_cfg.d_model,
+                "warmup": self.cfg.warmup,
+                "lr_scale": self.cfg.lr_scale,
+            },
             "rng": distributed.gather_objects(rng_state(), self.ctx),
             "data": {**self.stream.position, "world_size": self.ctx.world_size},
             "train_config": self.cfg.to_dict(),
@@ -263,19 +315,25 @@ class Trainer:
         self.wall_before = float(payload["wall_seconds"])
         data = payload["data"]
         epoch, index = int(data["epoch"]), int(data["index"])
-        if int(data["world_size"]) == self.ctx.world_size and len(payload["rng"]) == self.ctx.world_size:
+        if (
+            int(data["world_size"]) == self.ctx.world_size
+            and len(payload["rng"]) == self.ctx.world_size
+        ):
             set_rng_state(payload["rng"][self.ctx.rank])
         else:
             # Another number of devices: the per-rank batches and RNG streams cannot continue
             # exactly; keep the share of the epoch already seen and reseed from the step.
             index = -(-index * int(data["world_size"]) // self.ctx.world_size)
             seed_everything(self.cfg.seed + self.ctx.rank + 1_000_003 * self.step)
-            log(f"note: the checkpoint was written by {data['world_size']} rank(s), this run has "
-                f"{self.ctx.world_size}; continuing at epoch {epoch}, batch {index}, not bit-identically")
+            log(
+                f"note: the checkpoint was written by {data['world_size']} rank(s), this run has "
+                f"{self.ctx.world_size}; continuing at epoch {epoch}, batch {index}, not bit-identically"
+            )
         self.stream = BatchStream(self.stream.dataset, self.sampler, self.model_cfg, epoch, index)
 
 
 # -- the run -------------------------------------------------------------------------------------
+
 
 def _elapsed(seconds: float) -> str:
     seconds = int(seconds)
@@ -288,8 +346,11 @@ def device_name(device: torch.device) -> str:
 
 def _out_of_memory(err: BaseException) -> bool:
     """CUDA's OutOfMemoryError, Python's MemoryError, or the CPU allocator's RuntimeError."""
-    return isinstance(err, (torch.OutOfMemoryError, MemoryError)) or \
-        "out of memory" in str(err) or "can't allocate memory" in str(err)
+    return (
+        isinstance(err, (torch.OutOfMemoryError, MemoryError))
+        or "out of memory" in str(err)
+        or "can't allocate memory" in str(err)
+    )
 
 
 def _check_fits(model_cfg: ModelConfig, datasets: dict[str, ParallelDataset]) -> None:
@@ -299,14 +360,23 @@ def _check_fits(model_cfg: ModelConfig, datasets: dict[str, ParallelDataset]) ->
     for name, ds in datasets.items():
         longest = int(max(ds.src_lens.max(initial=0), ds.tgt_lens.max(initial=0))) + 1
         if longest > model_cfg.max_positions:
-            raise UserError(f"the {name} set has a sentence of {longest} positions (with BOS/EOS) but "
-                            f"the learned position table holds {model_cfg.max_positions}: raise it "
-                            f"with --set max_positions={longest} or filter long sentences")
+            raise UserError(
+                f"the {name} set has a sentence of {longest} positions (with BOS/EOS) but "
+                f"the learned position table holds {model_cfg.max_positions}: raise it "
+                f"with --set max_positions={longest} or filter long sentences"
+            )
 
 
-def train(train_prefix: str | Path, out_dir: str | Path, experiment: str, cfg: TrainConfig,
-          model_overrides: dict[str, Any] | None = None, dev_prefix: str | Path | None = None,
-          resume: bool = False, restart_if_changed: bool = False) -> dict[str, Any]:
+def train(
+    train_prefix: str | Path,
+    out_dir: str | Path,
+    experiment: str,
+    cfg: TrainConfig,
+    model_overrides: dict[str, Any] | None = None,
+    dev_prefix: str | Path | None = None,
+    resume: bool = False,
+    restart_if_changed: bool = False,
+) -> dict[str, Any]:
     """Train one model; returns the summary (also written to ``out_dir/summary.json`` by rank 0).
 
     ``resume`` continues the run in ``out_dir`` from its newest checkpoint; a
@@ -326,23 +396,33 @@ def train(train_prefix: str | Path, out_dir: str | Path, experiment: str, cfg: T
     train_set = ParallelDataset(train_prefix)
     dev_set = ParallelDataset(dev_prefix) if dev_prefix is not None else None
     if dev_set is not None and dev_set.vocab_size != train_set.vocab_size:
-        raise UserError(f"dev set {dev_prefix} has vocabulary {dev_set.vocab_size}, "
-                        f"the training set {train_prefix} has {train_set.vocab_size}")
+        raise UserError(
+            f"dev set {dev_prefix} has vocabulary {dev_set.vocab_size}, "
+            f"the training set {train_prefix} has {train_set.vocab_size}"
+        )
     spm_sha256 = train_set.header.get("spm_sha256")
     dev_sha256 = dev_set.header.get("spm_sha256") if dev_set is not None else None
     if spm_sha256 and dev_sha256 and dev_sha256 != spm_sha256:
-        raise UserError(f"dev set {dev_prefix} was encoded with sentencepiece model "
-                        f"{dev_set.header.get('spm_model')}, the training set {train_prefix} with "
-                        f"{train_set.header.get('spm_model')} (their sha256 differ)")
+        raise UserError(
+            f"dev set {dev_prefix} was encoded with sentencepiece model "
+            f"{dev_set.header.get('spm_model')}, the training set {train_prefix} with "
+            f"{train_set.header.get('spm_model')} (their sha256 differ)"
+        )
     model_cfg = model_config(experiment, vocab_size=train_set.vocab_size, **overrides)
     _check_fits(model_cfg, {"training": train_set, **({"dev": dev_set} if dev_set else {})})
     start = run_dir.plan_start(previous, model_cfg, cfg, spm_sha256, restart_if_changed)
     # A resumed run keeps its identity; a fresh one, or a restart after a change, gets a new one.
-    provenance = {"spm_sha256": spm_sha256, "spm_model": train_set.header.get("spm_model"),
-                  "run_id": (start.payload or {}).get("run_id") or uuid.uuid4().hex}
+    provenance = {
+        "spm_sha256": spm_sha256,
+        "spm_model": train_set.header.get("spm_model"),
+        "run_id": (start.payload or {}).get("run_id") or uuid.uuid4().hex,
+    }
     if start.finished is not None:
-        print(f"{paths.summary}: the run already finished {start.finished['steps']} steps; "
-              "nothing to do", file=sys.stderr)
+        print(
+            f"{paths.summary}: the run already finished {start.finished['steps']} steps; "
+            "nothing to do",
+            file=sys.stderr,
+        )
         return start.finished
 
     ctx = distributed.setup(cfg.device)
@@ -352,9 +432,17 @@ def train(train_prefix: str | Path, out_dir: str | Path, experiment: str, cfg: T
         distributed.teardown(ctx)
 
 
-def _run(paths: run_dir.RunPaths, experiment: str, model_cfg: ModelConfig, cfg: TrainConfig,
-         ctx: DistContext, train_set: ParallelDataset, dev_set: ParallelDataset | None,
-         start: run_dir.Start, provenance: dict[str, Any]) -> dict[str, Any]:
+def _run(
+    paths: run_dir.RunPaths,
+    experiment: str,
+    model_cfg: ModelConfig,
+    cfg: TrainConfig,
+    ctx: DistContext,
+    train_set: ParallelDataset,
+    dev_set: ParallelDataset | None,
+    start: run_dir.Start,
+    provenance: dict[str, Any],
+) -> dict[str, Any]:
     def log(message: str) -> None:
         if ctx.is_main:
             print(message, file=sys.stderr, flush=True)
@@ -371,10 +459,12 @@ def _run(paths: run_dir.RunPaths, experiment: str, model_cfg: ModelConfig, cfg: 
     # Lines after the resumed step, or any at all when starting fresh, come from a killed session.
     metrics_log.truncate_after(trainer.step)
     params = count_parameters(trainer.model)
-    log(f"training {experiment}: {params:,} parameters, vocabulary {model_cfg.vocab_size}, "
+    log(
+        f"training {experiment}: {params:,} parameters, vocabulary {model_cfg.vocab_size}, "
         f"{ctx.world_size} x {device_name(ctx.device)}, precision {precision_name(trainer.autocast)}, "
         f"{cfg.max_tokens} tokens per micro-batch x {trainer.accumulation} accumulation x {ctx.world_size} "
-        f"device(s) for {cfg.tokens_per_step} target tokens per step; {cfg.steps} steps")
+        f"device(s) for {cfg.tokens_per_step} target tokens per step; {cfg.steps} steps"
+    )
 
     session_start = time.perf_counter()
     interval = IntervalStats()
@@ -387,29 +477,45 @@ def _run(paths: run_dir.RunPaths, experiment: str, model_cfg: ModelConfig, cfg: 
             result = trainer.train_step()
         except TrainingDiverged as err:
             kept = list_checkpoints(paths.checkpoints)
-            where = f"the last good checkpoint is {kept[-1][1]}" if kept else "no checkpoint was written yet"
-            raise TrainingDiverged(f"{err}; stopped without updating the weights; {where}. Lower --lr-scale "
-                                   "(or raise --warmup), or check the data") from None
+            where = (
+                f"the last good checkpoint is {kept[-1][1]}"
+                if kept
+                else "no checkpoint was written yet"
+            )
+            raise TrainingDiverged(
+                f"{err}; stopped without updating the weights; {where}. Lower --lr-scale "
+                "(or raise --warmup), or check the data"
+            ) from None
         except (MemoryError, RuntimeError) as err:
             if not _out_of_memory(err):
                 raise
-            raise UserError(f"out of memory at step {trainer.step + 1} with --max-tokens {cfg.max_tokens} "
-                            f"per micro-batch on {device_name(ctx.device)}: lower --max-tokens (gradient "
-                            f"accumulation keeps {cfg.tokens_per_step} target tokens per step)") from None
+            raise UserError(
+                f"out of memory at step {trainer.step + 1} with --max-tokens {cfg.max_tokens} "
+                f"per micro-batch on {device_name(ctx.device)}: lower --max-tokens (gradient "
+                f"accumulation keeps {cfg.tokens_per_step} target tokens per step)"
+            ) from None
         interval.add(result)
         step = trainer.step
         if step % cfg.log_interval == 0 or step == cfg.steps:
             seconds = time.perf_counter() - interval.started
-            record = {"event": "train", "step": step, "loss": interval.loss / interval.tgt_tokens,
-                      "ppl": perplexity(interval.nll, interval.tgt_tokens), "lr": result.lr,
-                      "tgt_tokens_per_s": interval.tgt_tokens / seconds,
-                      "src_tokens_per_s": interval.src_tokens / seconds,
-                      "tgt_tokens_per_step": interval.tgt_tokens / interval.steps,
-                      "epoch": trainer.stream.epoch, "elapsed_s": wall()}
+            record = {
+                "event": "train",
+                "step": step,
+                "loss": interval.loss / interval.tgt_tokens,
+                "ppl": perplexity(interval.nll, interval.tgt_tokens),
+                "lr": result.lr,
+                "tgt_tokens_per_s": interval.tgt_tokens / seconds,
+                "src_tokens_per_s": interval.src_tokens / seconds,
+                "tgt_tokens_per_step": interval.tgt_tokens / interval.steps,
+                "epoch": trainer.stream.epoch,
+                "elapsed_s": wall(),
+            }
             metrics_log.write(record)
-            log(f"step {step}/{cfg.steps} | loss {record['loss']:.4f} | ppl {record['ppl']:.2f} | "
+            log(
+                f"step {step}/{cfg.steps} | loss {record['loss']:.4f} | ppl {record['ppl']:.2f} | "
                 f"lr {result.lr:.3e} | {record['tgt_tokens_per_s']:,.0f} tgt tok/s | "
-                f"epoch {record['epoch']} | elapsed {_elapsed(record['elapsed_s'])}")
+                f"epoch {record['epoch']} | elapsed {_elapsed(record['elapsed_s'])}"
+            )
             last_metrics.update(train_loss=record["loss"], train_ppl=record["ppl"])
             interval = IntervalStats()
         if step % cfg.checkpoint_interval == 0 or step == cfg.steps:
@@ -417,23 +523,43 @@ def _run(paths: run_dir.RunPaths, experiment: str, model_cfg: ModelConfig, cfg: 
                 dev = trainer.evaluate(dev_set)
                 last_metrics.update(dev)
                 metrics_log.write({"event": "dev", "step": step, **dev, "elapsed_s": wall()})
-                log(f"step {step} | dev loss {dev['dev_loss']:.4f} | dev ppl {dev['dev_ppl']:.2f} | "
-                    f"dev loss with wrong sources {dev['dev_loss_wrong_src']:.4f}")
+                log(
+                    f"step {step} | dev loss {dev['dev_loss']:.4f} | dev ppl {dev['dev_ppl']:.2f} | "
+                    f"dev loss with wrong sources {dev['dev_loss_wrong_src']:.4f}"
+                )
             state = trainer.state(wall(), last_metrics)  # every rank: gathers RNG states
             if ctx.is_main:
                 path = run_dir.write_checkpoint(
-                    paths, cfg.keep_last, model_cfg, trainer.model.state_dict(), experiment=experiment,
-                    precision=precision_name(trainer.autocast), **provenance, **state)
+                    paths,
+                    cfg.keep_last,
+                    model_cfg,
+                    trainer.model.state_dict(),
+                    experiment=experiment,
+                    precision=precision_name(trainer.autocast),
+                    **provenance,
+                    **state,
+                )
                 log(f"step {step} | saved {path}")
 
     summary = run_dir.run_summary(
-        experiment, model_cfg, cfg, steps=trainer.step, counts=trainer.counts, wall_seconds=wall(),
-        device=device_name(ctx.device), devices=ctx.world_size, accumulation=trainer.accumulation,
-        precision=precision_name(trainer.autocast), params=params, metrics=last_metrics)
+        experiment,
+        model_cfg,
+        cfg,
+        steps=trainer.step,
+        counts=trainer.counts,
+        wall_seconds=wall(),
+        device=device_name(ctx.device),
+        devices=ctx.world_size,
+        accumulation=trainer.accumulation,
+        precision=precision_name(trainer.autocast),
+        params=params,
+        metrics=last_metrics,
+    )
     if ctx.is_main:
         run_dir.finish(paths, summary)
-        log(f"done: {trainer.step} steps, {_elapsed(summary['wall_seconds'])}, "
-            f"{summary['tokens_tgt']:,} target tokens; summary in {paths.summary}")
+        log(
+            f"done: {trainer.step} steps, {_elapsed(summary['wall_seconds'])}, "
+            f"{summary['tokens_tgt']:,} target tokens; summary in {paths.summary}"
+        )
     distributed.barrier(ctx)
     return summary
-

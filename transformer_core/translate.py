@@ -48,8 +48,13 @@ def make_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
 class Progress:
     """Sentences done and target tokens per second, on stderr, at most every ``interval`` s."""
 
-    def __init__(self, total: int, stream: TextIO = sys.stderr, interval: float = 10.0,
-                 label: str = "translate"):
+    def __init__(
+        self,
+        total: int,
+        stream: TextIO = sys.stderr,
+        interval: float = 10.0,
+        label: str = "translate",
+    ):
         self.total, self.stream, self.interval, self.label = total, stream, interval, label
         self.sentences = self.tokens = 0
         self.start = self.last = time.perf_counter()
@@ -64,14 +69,22 @@ class Progress:
 
     def report(self, now: float | None = None) -> None:
         elapsed = max((now or time.perf_counter()) - self.start, 1e-9)
-        print(f"{self.label}: {self.sentences}/{self.total} sentences, {self.tokens} target tokens, "
-              f"{self.tokens / elapsed:.0f} target tokens/s, {elapsed:.1f} s",
-              file=self.stream, flush=True)
+        print(
+            f"{self.label}: {self.sentences}/{self.total} sentences, {self.tokens} target tokens, "
+            f"{self.tokens / elapsed:.0f} target tokens/s, {elapsed:.1f} s",
+            file=self.stream,
+            flush=True,
+        )
 
 
-def translate_ids(model: nn.Module, sources: Sequence[Sequence[int]], options: DecodeOptions,
-                  max_tokens: int = INFERENCE_MAX_TOKENS, autocast: torch.dtype | None = None,
-                  on_batch: Callable[[int, int], None] | None = None) -> list[list[int]]:
+def translate_ids(
+    model: nn.Module,
+    sources: Sequence[Sequence[int]],
+    options: DecodeOptions,
+    max_tokens: int = INFERENCE_MAX_TOKENS,
+    autocast: torch.dtype | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> list[list[int]]:
     """Best output ids (no BOS/EOS) for each source id list (pieces only, EOS is appended here).
 
     An empty source gives an empty output without decoding. ``on_batch(sentences,
@@ -106,17 +119,23 @@ def check_vocabulary(model: nn.Module, sp, spm_path: str | os.PathLike) -> None:
     """The sentencepiece model must use the model's special ids and have its vocabulary size."""
     cfg = model.cfg
     if sp.get_piece_size() > cfg.vocab_size:
-        raise UserError(f"{spm_path} has {sp.get_piece_size()} pieces, more than the model's "
-                        f"vocab_size={cfg.vocab_size}")
+        raise UserError(
+            f"{spm_path} has {sp.get_piece_size()} pieces, more than the model's "
+            f"vocab_size={cfg.vocab_size}"
+        )
     if sp.get_piece_size() < cfg.vocab_size:
-        raise UserError(f"{spm_path} has {sp.get_piece_size()} pieces, fewer than the model's "
-                        f"vocab_size={cfg.vocab_size}: it is not the sentencepiece model of the "
-                        "checkpoint's data (the model could emit ids it cannot decode)")
+        raise UserError(
+            f"{spm_path} has {sp.get_piece_size()} pieces, fewer than the model's "
+            f"vocab_size={cfg.vocab_size}: it is not the sentencepiece model of the "
+            "checkpoint's data (the model could emit ids it cannot decode)"
+        )
     expected = {"pad": cfg.pad_id, "bos": cfg.bos_id, "eos": cfg.eos_id}
     found = {"pad": sp.pad_id(), "bos": sp.bos_id(), "eos": sp.eos_id()}
     if found != expected:
-        raise UserError(f"{spm_path} uses special ids {found}, the model {expected}: "
-                        "train sentencepiece with the project's ids (pad=0, unk=1, bos=2, eos=3)")
+        raise UserError(
+            f"{spm_path} uses special ids {found}, the model {expected}: "
+            "train sentencepiece with the project's ids (pad=0, unk=1, bos=2, eos=3)"
+        )
 
 
 def encode_lines(model: nn.Module, sp, lines: Sequence[str], source_name: str) -> list[list[int]]:
@@ -133,12 +152,21 @@ def encode_lines(model: nn.Module, sp, lines: Sequence[str], source_name: str) -
     return sources
 
 
-def translate_lines(model: nn.Module, sp, lines: Sequence[str], options: DecodeOptions,
-                    max_tokens: int = INFERENCE_MAX_TOKENS, autocast: torch.dtype | None = None,
-                    source_name: str = "input", progress: Progress | None = None) -> list[str]:
+def translate_lines(
+    model: nn.Module,
+    sp,
+    lines: Sequence[str],
+    options: DecodeOptions,
+    max_tokens: int = INFERENCE_MAX_TOKENS,
+    autocast: torch.dtype | None = None,
+    source_name: str = "input",
+    progress: Progress | None = None,
+) -> list[str]:
     """Detokenized best output for each input line, in input order (empty in, empty out)."""
     sources = encode_lines(model, sp, lines, source_name)
     on_batch = progress.update if progress is not None else None
-    outputs = translate_ids(model, sources, options, max_tokens, autocast=autocast, on_batch=on_batch)
+    outputs = translate_ids(
+        model, sources, options, max_tokens, autocast=autocast, on_batch=on_batch
+    )
     # A decoded piece can never smuggle a line break in and shift the output.
     return [sp.decode(ids).replace("\n", " ").replace("\r", " ") for ids in outputs]

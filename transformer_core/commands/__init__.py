@@ -12,31 +12,57 @@ import argparse
 
 from transformer_core.config import DEVICES, INFERENCE_MAX_TOKENS, PRECISIONS
 
-PRECISION_HELP = ("auto: bf16 autocast where the device computes bf16 natively (CUDA GPUs with bf16, "
-                  "CPUs with AVX512-BF16 or AMX), fp32 elsewhere; fp32: exact fp32; bf16: bf16 autocast, "
-                  "an error where it is not native")
+PRECISION_HELP = (
+    "auto: bf16 autocast where the device computes bf16 natively (CUDA GPUs with bf16, "
+    "CPUs with AVX512-BF16 or AMX), fp32 elsewhere; fp32: exact fp32; bf16: bf16 autocast, "
+    "an error where it is not native"
+)
 
 
-def add_device_arguments(parser: argparse.ArgumentParser, precision_default: str | None = "auto",
-                         precision_note: str = "") -> None:
+def add_device_arguments(
+    parser: argparse.ArgumentParser,
+    precision_default: str | None = "auto",
+    precision_note: str = "",
+) -> None:
     """--device, --precision and --num-threads of every command that runs a model.
 
     ``precision_default`` None leaves --device and --precision to the command's
     config (``train``: TrainConfig), which defaults to auto.
     """
-    parser.add_argument("--device", choices=DEVICES, default="auto" if precision_default else None,
-                        help="auto (CUDA if present), cpu or cuda (default: auto)")
+    parser.add_argument(
+        "--device",
+        choices=DEVICES,
+        default="auto" if precision_default else None,
+        help="auto (CUDA if present), cpu or cuda (default: auto)",
+    )
     shown = precision_default or "auto"
-    parser.add_argument("--precision", choices=PRECISIONS, default=precision_default,
-                        help=f"{PRECISION_HELP} (default: {shown}{precision_note})")
-    parser.add_argument("--num-threads", type=int, default=None,
-                        help="CPU threads for torch (default: torch's choice)")
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=precision_default,
+        help=f"{PRECISION_HELP} (default: {shown}{precision_note})",
+    )
+    parser.add_argument(
+        "--num-threads",
+        type=int,
+        default=None,
+        help="CPU threads for torch (default: torch's choice)",
+    )
 
 
-def add_inference_arguments(parser: argparse.ArgumentParser, batched: str, mismatch_help: str,
-                            precision_default: str, precision_note: str) -> None:
+def add_inference_arguments(
+    parser: argparse.ArgumentParser,
+    batched: str,
+    mismatch_help: str,
+    precision_default: str,
+    precision_note: str,
+) -> None:
     """--max-tokens, --allow-vocab-mismatch and the device arguments of the commands that run a checkpoint."""
-    parser.add_argument("--max-tokens", type=int, default=INFERENCE_MAX_TOKENS,
-                        help=f"{batched} per batch, padding included (default: {INFERENCE_MAX_TOKENS})")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=INFERENCE_MAX_TOKENS,
+        help=f"{batched} per batch, padding included (default: {INFERENCE_MAX_TOKENS})",
+    )
     parser.add_argument("--allow-vocab-mismatch", action="store_true", help=mismatch_help)
     add_device_arguments(parser, precision_default, precision_note)

@@ -6,16 +6,29 @@ import argparse
 import json
 import sys
 
-HELP = ("Training cost: the paper's method (time x devices x sustained FLOPS) and an analytic "
-        "FLOPs count, for the paper's base and big runs and for train summary files.")
+HELP = (
+    "Training cost: the paper's method (time x devices x sustained FLOPS) and an analytic "
+    "FLOPs count, for the paper's base and big runs and for train summary files."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--summary", nargs="*", default=[], metavar="SUMMARY_JSON",
-                        help="summary.json files written by `transformer-core train`")
-    parser.add_argument("--vocab-size", type=int, default=37000,
-                        help="vocabulary of the paper's runs for the analytic count (default: 37000)")
-    parser.add_argument("--json", action="store_true", help="print JSON lines instead of a markdown table")
+    parser.add_argument(
+        "--summary",
+        nargs="*",
+        default=[],
+        metavar="SUMMARY_JSON",
+        help="summary.json files written by `transformer-core train`",
+    )
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        default=37000,
+        help="vocabulary of the paper's runs for the analytic count (default: 37000)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print JSON lines instead of a markdown table"
+    )
 
 
 def _fmt(value: float | None) -> str:
@@ -43,11 +56,16 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write("".join(json.dumps(r) + "\n" for r in rows))
         return 0
-    lines = ["| run | device x count | hours | target tokens | FLOPs, paper's method | FLOPs, Table 2 "
-             "| FLOPs, analytic | note |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| run | device x count | hours | target tokens | FLOPs, paper's method | FLOPs, Table 2 "
+        "| FLOPs, analytic | note |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['run']} | {r['device']} x {r['devices']} | {r['hours']:.3g} | {r['tokens_tgt']:,} "
-                     f"| {_fmt(r['flops_paper_method'])} | {_fmt(r['flops_table2'])} "
-                     f"| {_fmt(r['flops_analytic'])} | {r['note']} |")
+        lines.append(
+            f"| {r['run']} | {r['device']} x {r['devices']} | {r['hours']:.3g} | {r['tokens_tgt']:,} "
+            f"| {_fmt(r['flops_paper_method'])} | {_fmt(r['flops_table2'])} "
+            f"| {_fmt(r['flops_analytic'])} | {r['note']} |"
+        )
     sys.stdout.write("\n".join(lines) + "\n")
     return 0

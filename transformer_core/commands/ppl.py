@@ -13,12 +13,18 @@ HELP = "Perplexity per target word piece (no label smoothing) of a checkpoint on
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", required=True, help="model checkpoint (.pt)")
-    parser.add_argument("--data", required=True, help="binarized split prefix (PREFIX.json, PREFIX.src.bin, ...)")
+    parser.add_argument(
+        "--data", required=True, help="binarized split prefix (PREFIX.json, PREFIX.src.bin, ...)"
+    )
     parser.add_argument("--out", required=True, help="JSON file to write")
-    add_inference_arguments(parser, "tokens of each side",
-                            "score even though the data was encoded with another sentencepiece model "
-                            "(sha256) than the checkpoint's training data",
-                            "fp32", ": the reported number, and cheap")
+    add_inference_arguments(
+        parser,
+        "tokens of each side",
+        "score even though the data was encoded with another sentencepiece model "
+        "(sha256) than the checkpoint's training data",
+        "fp32",
+        ": the reported number, and cheap",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,13 +41,21 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.out, "--out")
     device, autocast = setup_device(args.device, args.precision, args.num_threads)
     payload = load_checkpoint(args.checkpoint, map_location=device)
-    check_data_fingerprint(payload, args.checkpoint, read_header(args.data), args.data,
-                           args.allow_vocab_mismatch)
+    check_data_fingerprint(
+        payload, args.checkpoint, read_header(args.data), args.data, args.allow_vocab_mismatch
+    )
     model = model_from_payload(payload, args.checkpoint, map_location=device)
     result = dataset_perplexity(model, args.data, args.max_tokens, autocast)
-    report = {**result.to_dict(), "checkpoint": str(args.checkpoint), "data": str(args.data),
-              "precision": precision_name(autocast)}
+    report = {
+        **result.to_dict(),
+        "checkpoint": str(args.checkpoint),
+        "data": str(args.data),
+        "precision": precision_name(autocast),
+    }
     atomic_write_text(args.out, json.dumps(report, indent=2) + "\n")
-    print(f"ppl: {result.perplexity:.4f} over {result.tokens} target tokens "
-          f"({result.sentences} sentences)", file=sys.stderr)
+    print(
+        f"ppl: {result.perplexity:.4f} over {result.tokens} target tokens "
+        f"({result.sentences} sentences)",
+        file=sys.stderr,
+    )
     return 0

@@ -8,16 +8,41 @@ HELP = "Write the report: how each number was made, Tables 2 and 3, learning cur
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scale", required=True, help="name of the configuration's scale (paper, smoke, ...)")
-    parser.add_argument("--table", nargs=2, action="append", default=[], metavar=("TITLE", "MARKDOWN"),
-                        help="a table's markdown file under a heading; repeatable")
-    parser.add_argument("--score", nargs=2, action="append", default=[], metavar=("LABEL", "SCORE_JSON"),
-                        help="a score file, for the sacreBLEU signatures; repeatable")
-    parser.add_argument("--run", nargs=2, action="append", default=[], metavar=("LABEL", "METRICS_JSONL"),
-                        help="a training run's metrics for the learning curves; repeatable")
-    parser.add_argument("--sample", nargs=4, action="append", default=[],
-                        metavar=("LABEL", "SOURCE", "REFERENCE", "HYPOTHESIS"),
-                        help="a test set to show the first lines of; repeatable")
+    parser.add_argument(
+        "--scale", required=True, help="name of the configuration's scale (paper, smoke, ...)"
+    )
+    parser.add_argument(
+        "--table",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("TITLE", "MARKDOWN"),
+        help="a table's markdown file under a heading; repeatable",
+    )
+    parser.add_argument(
+        "--score",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("LABEL", "SCORE_JSON"),
+        help="a score file, for the sacreBLEU signatures; repeatable",
+    )
+    parser.add_argument(
+        "--run",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("LABEL", "METRICS_JSONL"),
+        help="a training run's metrics for the learning curves; repeatable",
+    )
+    parser.add_argument(
+        "--sample",
+        nargs=4,
+        action="append",
+        default=[],
+        metavar=("LABEL", "SOURCE", "REFERENCE", "HYPOTHESIS"),
+        help="a test set to show the first lines of; repeatable",
+    )
     parser.add_argument("--plot", help="PNG output for the learning curves (needs --run)")
     parser.add_argument("--out", required=True, help="markdown output")
 
@@ -30,6 +55,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--run needs --plot: the learning curves go into that PNG")
     if args.plot:
         plot_learning_curves(dict(args.run), args.plot)
-    write_report(args.out, args.scale, dict(args.table), dict(args.score), args.plot,
-                 [tuple(s) for s in args.sample])
+    write_report(
+        args.out,
+        args.scale,
+        dict(args.table),
+        dict(args.score),
+        args.plot,
+        [tuple(s) for s in args.sample],
+    )
     return 0

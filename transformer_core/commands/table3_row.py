@@ -8,10 +8,19 @@ HELP = "Write one Table 3 row (hyperparameters, dev PPL and BLEU, parameters) be
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--row", required=True, help="Table 3 row name (base, A1..A4, B1, B2, C1..C7, D1..D4, E, big)")
-    parser.add_argument("--score", required=True, help="newstest2013 score JSON (beam search, no averaging)")
-    parser.add_argument("--summary", required=True,
-                        help="training summary JSON of the row's run (its final dev perplexity is the PPL column)")
+    parser.add_argument(
+        "--row",
+        required=True,
+        help="Table 3 row name (base, A1..A4, B1, B2, C1..C7, D1..D4, E, big)",
+    )
+    parser.add_argument(
+        "--score", required=True, help="newstest2013 score JSON (beam search, no averaging)"
+    )
+    parser.add_argument(
+        "--summary",
+        required=True,
+        help="training summary JSON of the row's run (its final dev perplexity is the PPL column)",
+    )
     parser.add_argument("--out", required=True, help="CSV output (one row)")
 
 

@@ -8,13 +8,21 @@ HELP = "Assemble Table 4 (parsing F1 on the test section) from EVALB and trainin
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--result", nargs=3, action="append", default=[],
-                        metavar=("SETTING", "EVALB_JSON", "SUMMARY_JSON"),
-                        help="one of our rows: setting (wsj_only|semi_supervised), the `transformer-core "
-                             "evalb --json` file of its test split, and its training summary; repeatable. "
-                             "A setting without --result shows as 'not run'")
-    parser.add_argument("--treebank", required=True,
-                        help="what our rows were trained and tested on (wsj, nltk, smoke), for the table")
+    parser.add_argument(
+        "--result",
+        nargs=3,
+        action="append",
+        default=[],
+        metavar=("SETTING", "EVALB_JSON", "SUMMARY_JSON"),
+        help="one of our rows: setting (wsj_only|semi_supervised), the `transformer-core "
+        "evalb --json` file of its test split, and its training summary; repeatable. "
+        "A setting without --result shows as 'not run'",
+    )
+    parser.add_argument(
+        "--treebank",
+        required=True,
+        help="what our rows were trained and tested on (wsj, nltk, smoke), for the table",
+    )
     parser.add_argument("--out", required=True, help="CSV output")
     parser.add_argument("--markdown", help="markdown twin of the CSV")
 
@@ -27,10 +35,14 @@ def run(args: argparse.Namespace) -> int:
     table = table4(results, args.treebank)
     notes = TABLE4_NOTES
     if args.treebank != "wsj":
-        notes += (f"Our rows are trained and tested on the {args.treebank} treebank, not WSJ sections "
-                  "02-21 and 23: their F1 is not comparable with the paper's.",)
+        notes += (
+            f"Our rows are trained and tested on the {args.treebank} treebank, not WSJ sections "
+            "02-21 and 23: their F1 is not comparable with the paper's.",
+        )
     if ((table.status == "run") & table.f1.isna()).any():
-        notes += ("An empty f1 in a row that ran: the model predicted no constituent that EVALB counts "
-                  "(precision and recall 0; EVALB prints nan).",)
+        notes += (
+            "An empty f1 in a row that ran: the model predicted no constituent that EVALB counts "
+            "(precision and recall 0; EVALB prints nan).",
+        )
     write_table(table, args.out, args.markdown, notes)
     return 0

@@ -14,22 +14,40 @@ HELP = "Decode a text file line by line with beam search (sentencepiece in and o
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     paper = DecodeOptions()
     parser.add_argument("--checkpoint", required=True, help="model checkpoint (.pt)")
-    parser.add_argument("--spm", required=True, help="sentencepiece model (.model) of the source and target")
+    parser.add_argument(
+        "--spm", required=True, help="sentencepiece model (.model) of the source and target"
+    )
     parser.add_argument("--input", required=True, help="source text, one sentence per line")
     parser.add_argument("--output", required=True, help="output text, one line per input line")
-    parser.add_argument("--beam", type=int, default=paper.beam_size,
-                        help=f"beam size (default: {paper.beam_size}; 1 is greedy)")
-    parser.add_argument("--alpha", type=float, default=paper.alpha,
-                        help=f"length penalty ((5+|Y|)/6)^alpha (default: {paper.alpha})")
-    parser.add_argument("--max-len-a", type=float, default=paper.max_len_a,
-                        help="maximum output length = a * source length + b "
-                             f"(default a: {paper.max_len_a})")
-    parser.add_argument("--max-len-b", type=int, default=paper.max_len_b,
-                        help=f"(default b: {paper.max_len_b})")
-    add_inference_arguments(parser, "source tokens",
-                            "decode even though the checkpoint records another sentencepiece model "
-                            "(its sha256) than --spm",
-                            "auto", "; scores stay fp32")
+    parser.add_argument(
+        "--beam",
+        type=int,
+        default=paper.beam_size,
+        help=f"beam size (default: {paper.beam_size}; 1 is greedy)",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=paper.alpha,
+        help=f"length penalty ((5+|Y|)/6)^alpha (default: {paper.alpha})",
+    )
+    parser.add_argument(
+        "--max-len-a",
+        type=float,
+        default=paper.max_len_a,
+        help=f"maximum output length = a * source length + b (default a: {paper.max_len_a})",
+    )
+    parser.add_argument(
+        "--max-len-b", type=int, default=paper.max_len_b, help=f"(default b: {paper.max_len_b})"
+    )
+    add_inference_arguments(
+        parser,
+        "source tokens",
+        "decode even though the checkpoint records another sentencepiece model "
+        "(its sha256) than --spm",
+        "auto",
+        "; scores stay fp32",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +63,10 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.output, "--output")  # before the decode, not after it
     check_input_file(args.input, "--input")
     device, autocast = setup_device(args.device, args.precision, args.num_threads)
-    print(f"decoding on {device}, precision {precision_name(autocast)} (scores in fp32)", file=sys.stderr)
+    print(
+        f"decoding on {device}, precision {precision_name(autocast)} (scores in fp32)",
+        file=sys.stderr,
+    )
     try:
         sp = spm.SentencePieceProcessor(model_file=args.spm)
     except (OSError, RuntimeError) as err:
@@ -56,8 +77,16 @@ def run(args: argparse.Namespace) -> int:
     check_vocabulary(model, sp, args.spm)
     lines = read_lines(args.input, strip_cr=True)  # a CRLF file translates as the same file in LF
     progress = Progress(len(lines), sys.stderr)
-    outputs = translate_lines(model, sp, lines, options, args.max_tokens, autocast,
-                              source_name=args.input, progress=progress)
+    outputs = translate_lines(
+        model,
+        sp,
+        lines,
+        options,
+        args.max_tokens,
+        autocast,
+        source_name=args.input,
+        progress=progress,
+    )
     progress.report()
     atomic_write_text(args.output, "".join(line + "\n" for line in outputs))
     return 0

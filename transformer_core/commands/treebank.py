@@ -55,7 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "merge", help="training files of a treebank followed by a parsed corpus's (semi-supervised)"
     )
     merge.add_argument(
-        "--treebank", required=True, help="folder with train.words and train.tree (this command's output)"
+        "--treebank",
+        required=True,
+        help="folder with train.words and train.tree (this command's output)",
     )
     merge.add_argument(
         "--corpus",
@@ -89,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.action == "merge":
         counts = merge_training_files(args.treebank, args.corpus, args.out)
-        print(f"train: {counts['treebank']} treebank + {counts['corpus']} corpus pairs -> {args.out}")
+        print(
+            f"train: {counts['treebank']} treebank + {counts['corpus']} corpus pairs -> {args.out}"
+        )
         return 0
 
     if args.action == "wsj":

@@ -215,8 +215,14 @@ def collate(
 class BatchStream:
     """This rank's micro-batches, epoch after epoch, resumable at a (epoch, index) position."""
 
-    def __init__(self, dataset: ParallelDataset, sampler: TokenBucketSampler, cfg: ModelConfig,
-                 epoch: int = 0, index: int = 0):
+    def __init__(
+        self,
+        dataset: ParallelDataset,
+        sampler: TokenBucketSampler,
+        cfg: ModelConfig,
+        epoch: int = 0,
+        index: int = 0,
+    ):
         self.dataset, self.sampler, self.cfg = dataset, sampler, cfg
         self.epoch, self.index = epoch, index
         self._batches = sampler.batches(epoch)

@@ -143,8 +143,11 @@ def batches(path: Path, size: int = BATCH_LINES) -> Iterator[list[str]]:
         yield batch
 
 
-def _map_file(input: str | os.PathLike, output: str | os.PathLike,
-              convert: Callable[[list[str], int], Iterable[str]]) -> int:
+def _map_file(
+    input: str | os.PathLike,
+    output: str | os.PathLike,
+    convert: Callable[[list[str], int], Iterable[str]],
+) -> int:
     """Write ``convert(batch, lines_before)`` for each batch of ``input``'s lines, atomically;
     the number of lines."""
     count = 0
@@ -162,7 +165,9 @@ def encode_file(
     processor = load(model)
 
     def encode(batch: list[str], _: int) -> Iterable[str]:
-        return (" ".join(map(str, e)) for e in processor.encode(batch, out_type=int if ids else str))
+        return (
+            " ".join(map(str, e)) for e in processor.encode(batch, out_type=int if ids else str)
+        )
 
     return _map_file(input, output, encode)
 

@@ -145,7 +145,9 @@ def merge_training_files(
     counts = {}
     with atomic_open(out / "train.words") as words_out, atomic_open(out / "train.tree") as tree_out:
         for name, folder in (("treebank", treebank), ("corpus", corpus)):
-            counts[name] = _copy_pairs(folder / "train.words", folder / "train.tree", words_out, tree_out)
+            counts[name] = _copy_pairs(
+                folder / "train.words", folder / "train.tree", words_out, tree_out
+            )
     return counts
 
 
