@@ -103,8 +103,9 @@ def inference_model(model: nn.Module, autocast: torch.dtype | None) -> nn.Module
     time of the base model on a CPU. Casting the weights of the Linear and Embedding
     modules once gives autocast's own arithmetic (it computes those products in bf16
     anyway) without the copies. Layer norms keep fp32 weights and autocast runs them in
-    fp32; the embedding lookup is the only value rounded to bf16 before it would have
-    been. The caller's model is left as it is (fp32, for training or another decode).
+    fp32; the embedding lookups (tokens, and learned positions) are the only values
+    rounded to bf16 earlier than under autocast alone. The caller's model is left as it
+    is (fp32, for training or another decode).
     """
     if autocast is None:
         return model
