@@ -46,3 +46,18 @@ def test_cpu_detection_agrees_with_cpuinfo_flags():
 
 def test_precision_names():
     assert precision_name(None) == "fp32" and precision_name(torch.bfloat16) == "bf16"
+
+
+def test_inference_model_casts_matrices_once_and_leaves_the_model_alone():
+    from conftest import tiny_config, tiny_model
+    from torch import nn
+
+    from transformer_core.device import inference_model
+
+    model = tiny_model(tiny_config())
+    assert inference_model(model, None) is model  # fp32: the model itself, no copy
+    half = inference_model(model, torch.bfloat16)
+    kinds = {type(m): m.weight.dtype for m in half.modules() if hasattr(m, "weight")}
+    assert kinds[nn.Linear] == kinds[nn.Embedding] == torch.bfloat16
+    assert kinds[nn.LayerNorm] == torch.float32  # autocast runs layer norms in fp32
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # the caller's stays fp32
