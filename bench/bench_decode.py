@@ -35,13 +35,13 @@ import math
 import os
 import platform
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import torch
 
+from bench.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
 from bench.shared_data import SHARED_DATA
 from transformer_core.config import DecodeOptions, ModelConfig
 from transformer_core.device import cpu_has_native_bf16, inference_model
@@ -239,16 +239,11 @@ def bench_file_decoding(
 
 def peak_rss_of_decoding(shape: str, precision: str, threads: int) -> float:
     """Peak RSS (MiB) of a fresh process that builds our model for ``shape`` and decodes the batch once."""
-    code = (
-        "import resource, torch; from bench import bench_decode as b; "
+    return peak_rss_mib(
+        "import torch; from bench import bench_decode as b; "
         f"torch.set_num_threads({threads}); m = b.our_model({shape!r}); "
-        f"b.run_ours_fn(m, b.sources(b.SHAPES[{shape!r}]['vocab_size']), {precision!r})(); "
-        f"print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        f"b.run_ours_fn(m, b.sources(b.SHAPES[{shape!r}]['vocab_size']), {precision!r})()"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
-    )
-    return int(out.stdout.split()[-1]) / 1024  # ru_maxrss is KiB on Linux
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,15 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--shapes", default="tiny,base", help="comma-separated, of: tiny, base")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
-    parser.add_argument(
-        "--precisions",
-        nargs="+",
-        choices=["fp32", "bf16"],
-        help="default: fp32, and bf16 where this CPU computes it natively",
-    )
-    parser.add_argument(
-        "--memory", action="store_true", help="also the peak RSS of our decoding (fresh processes)"
-    )
+    add_precision_arguments(parser, "our decoding")
     parser.add_argument(
         "--gpu-max-tokens",
         type=int,
@@ -277,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     repeats = 1 if args.quick else 3
-    precisions = args.precisions or (["fp32", "bf16"] if cpu_has_native_bf16() else ["fp32"])
+    precisions = chosen_precisions(args)
     result = {
         "benchmark": "beam-4 decoding, target tokens per second",
         "torch": torch.__version__,

@@ -35,7 +35,6 @@ import argparse
 import json
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +44,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bench.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
 from transformer_core.config import TrainConfig, model_config
 from transformer_core.data.batching import TokenBucketSampler, collate
 from transformer_core.data.binarized import BinarizedWriter
@@ -85,7 +85,6 @@ PLAN = {
     "base": (3, 2, 1),
 }  # rounds, steps per round, warm-up steps
 QUICK = (1, 1, 1)
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def synthetic_corpus(
@@ -262,19 +261,14 @@ def gpu_throughput(shape: str, workdir: Path, steps: int, warmup: int, max_token
 
 def peak_rss_of_training(shape: str, precision: str, steps: int, threads: int) -> float:
     """Peak RSS (MiB) of a fresh process that builds our trainer for ``shape`` and runs ``steps`` steps."""
-    code = (
-        "import resource, tempfile, torch; from pathlib import Path; from bench import bench_train as b; "
+    return peak_rss_mib(
+        "import tempfile, torch; from pathlib import Path; from bench import bench_train as b; "
         f"torch.set_num_threads({threads}); "
         f"cfg = b.model_config('base', **b.SHAPES[{shape!r}]); tmp = tempfile.mkdtemp(); "
         f"ds = b.synthetic_corpus(Path(tmp) / 'c', cfg.vocab_size, sentences=2000); "
         f"ours = b.Ours(cfg, ds, torch.device('cpu'), {precision!r}, b.TOKENS_PER_STEP, b.TOKENS_PER_STEP); "
-        f"[ours.step() for _ in range({steps})]; "
-        f"print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        f"[ours.step() for _ in range({steps})]"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
-    )
-    return int(out.stdout.split()[-1]) / 1024  # ru_maxrss is KiB on Linux
 
 
 def main() -> int:
@@ -286,15 +280,7 @@ def main() -> int:
     parser.add_argument(
         "--shapes", nargs="+", default=["tiny", "multi30k", "base"], choices=list(PLAN)
     )
-    parser.add_argument(
-        "--precisions",
-        nargs="+",
-        choices=["fp32", "bf16"],
-        help="default: fp32, and bf16 where this CPU computes it natively",
-    )
-    parser.add_argument(
-        "--memory", action="store_true", help="also the peak RSS of our training (fresh processes)"
-    )
+    add_precision_arguments(parser, "our training")
     parser.add_argument(
         "--gpu-max-tokens",
         type=int,
@@ -306,7 +292,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     import transformers
 
-    precisions = args.precisions or (["fp32", "bf16"] if cpu_has_native_bf16() else ["fp32"])
+    precisions = chosen_precisions(args)
     result = {
         "bench": "train",
         "quick": args.quick,
