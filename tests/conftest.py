@@ -1,5 +1,5 @@
 """The tiny Transformers the tests build: one default shape, the seeded model of a config, and
-the shape the training tests train.
+the shape the training tests train; and the session's one run of the smoke quickstart.
 
 Test modules import these as plain names (``from conftest import tiny_config, tiny_model``;
 pytest puts tests/ on ``sys.path``), not as fixtures: most use them at import time, in module
@@ -8,7 +8,9 @@ a checkpoint's config) passes its differences from ``TINY_SHAPE`` as overrides, 
 still reads where it is used.
 """
 
+import pytest
 import torch
+from smoke_run import run_quickstart
 
 from transformer_core.config import ModelConfig
 from transformer_core.model import Transformer
@@ -52,3 +54,12 @@ def tiny_model(cfg: ModelConfig, *, seed: int = 0, sharp: bool = False) -> Trans
         with torch.no_grad():
             model.embedding.weight.mul_(4.0)
     return model
+
+
+@pytest.fixture(scope="session")
+def smoke_quickstart(tmp_path_factory):
+    """The README quickstart on the smoke configuration, run once (``tests/smoke_run.py``).
+
+    Tests must not change its working directory: copy it to carry on from it.
+    """
+    return run_quickstart(tmp_path_factory.mktemp("smoke_quickstart"))

@@ -172,7 +172,7 @@ def test_uedin_detail_and_paper_style(wmt17_refs):
 
 
 @needs_data
-def test_score_cli_writes_both_variants(tmp_path):
+def test_score_cli_writes_both_variants(tmp_path, monkeypatch):
     hyps = read_lines(TED / "ted.sys1.detok.eng")[:300]
     refs = read_lines(TED / "ted.ref.detok.eng")[:300]
     hyp, ref, out = tmp_path / "hyp.txt", tmp_path / "ref.txt", tmp_path / "bleu.json"
@@ -191,6 +191,13 @@ def test_score_cli_writes_both_variants(tmp_path):
     assert (result["hyp_len"], result["ref_len"]) == (paper.hyp_len, paper.ref_len)
     assert result["ratio"] == pytest.approx(paper.ratio)
     assert result["sacrebleu_stats"]["counts"] == list(sacre.counts)
+    # each variant's 95% interval, by sacreBLEU's bootstrap with its default seed
+    monkeypatch.setenv("SACREBLEU_SEED", "12345")
+    scored = BLEU().corpus_score(hyps, [refs], n_bootstrap=1000)
+    assert result["sacrebleu_ci"]["resamples"] == 1000 and result["sacrebleu_ci"]["seed"] == 12345
+    assert result["sacrebleu_ci"]["half_width"] == pytest.approx(scored._ci)
+    assert result["bleu_paper_style_ci"]["score"] == pytest.approx(paper.bleu)
+    assert 0 < result["bleu_paper_style_ci"]["half_width"] < 5
 
 
 def test_score_cli_line_mismatch_names_both_files(tmp_path):

@@ -408,6 +408,22 @@ def test_shipped_registry():
         registry.dataset("wmt15")
 
 
+@pytest.mark.parametrize(
+    "generate, message",
+    [
+        ({"lexicon_percent": 0}, r"\.lexicon_percent: must be an integer from 1 to 100"),
+        ({"two_clause_percent": 101}, r"\.two_clause_percent: must be an integer from 0 to 100"),
+        ({"two_clause_percent": 0.5}, r"\.two_clause_percent"),
+        ({"nouns": 3}, r": unknown keys \['nouns'\]"),
+    ],
+)
+def test_registry_rejects_bad_generator_parameters(generate, message):
+    raw = {"src": "en", "tgt": "de", "generate": {"seed": 1, "train": 5, "dev": 1, "test": 1}}
+    raw["generate"] |= generate
+    with pytest.raises(ConfigError, match=r"datasets\.smoke\.generate" + message):
+        parse_registry({"files": {}, "datasets": {"smoke": raw}})
+
+
 def test_registry_rejects_a_url_whose_basename_differs():
     with pytest.raises(ConfigError, match="basename"):
         parse_registry({"files": {"a.tgz": {"url": "http://x/b.tgz"}}, "datasets": {}})

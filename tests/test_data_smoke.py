@@ -139,7 +139,58 @@ def test_download_generates_the_smoke_dataset(tmp_path, name, lang):
         src = (out / f"{split}.en").read_text(encoding="utf-8").split("\n")
         tgt = (out / f"{split}.{lang}").read_text(encoding="utf-8").split("\n")
         assert len(src) == len(tgt) == params[split] + 1
+    difficulty = {key: params[key] for key in smoke.DIFFICULTY if key in params}
+    assert difficulty and all(manifest["generator"][k] == v for k, v in difficulty.items())
     expected = smoke.generate(
-        lang, params["seed"], {s: params[s] for s in ("train", "dev", "test")}
+        lang, params["seed"], {s: params[s] for s in ("train", "dev", "test")}, **difficulty
     )
     assert (out / "test.en").read_text(encoding="utf-8").split("\n")[0] == expected["test"][0][0]
+
+
+def test_reduced_lexicon_keeps_every_construction():
+    full, reduced = smoke.lexicon(), smoke.reduced_lexicon(10)
+    assert smoke.reduced_lexicon(100) == full
+    for category, rows in reduced.items():
+        assert 2 <= len(rows) <= max(2, len(full[category]) // 2), category
+        assert all(row in full[category] for row in rows)
+    nouns = reduced["nouns"]
+    # every (animacy, German gender) pair of the full lexicon, so every article form
+    assert {(n[8], n[3]) for n in nouns} == {(n[8], n[3]) for n in full["nouns"]}
+    assert {a[6] for a in reduced["adjectives"]} == {"pre", "post"}
+    assert {v[4] for v in reduced["transitive_verbs"]} == {"acc", "dat"}
+    assert {p[2] for p in reduced["prepositions"]} == {p[2] for p in full["prepositions"]}
+    assert reduced["conjunctions"][0][0] == "that"  # the clause verbs' conjunction
+    with pytest.raises(ValueError, match="lexicon_percent"):
+        smoke.reduced_lexicon(0)
+
+
+@pytest.mark.parametrize("lang", ["de", "fr"])
+def test_difficulty_parameters(lang):
+    sizes = {"train": 2000}
+    easy = smoke.generate(lang, 1, sizes, lexicon_percent=10, two_clause_percent=5)["train"]
+    full = smoke.generate(lang, 1, sizes)["train"]
+    words = smoke.reduced_lexicon(10)
+    english_words = {w.strip(".,").lower() for s, _ in easy for w in s.split()}
+    assert len(english_words) < 0.4 * len(
+        {w.strip(".,").lower() for s, _ in full for w in s.split()}
+    )
+    assert english_words >= {n[0] for n in words["nouns"]}  # the reduced lexicon is all used
+
+    def two_clause_share(pairs):
+        conjunctions = {f" {c[0]} " for c in smoke.lexicon()["conjunctions"]}
+        return sum(any(c in s for c in conjunctions) for s, _ in pairs) / len(pairs)
+
+    assert 0.02 < two_clause_share(easy) < 0.08
+    assert 0.40 < two_clause_share(full) < 0.50
+    none = smoke.generate(lang, 1, {"train": 300}, two_clause_percent=0)["train"]
+    assert two_clause_share(none) == 0
+    with pytest.raises(ValueError, match="two_clause_percent"):
+        smoke.generate(lang, 1, sizes, two_clause_percent=101)
+
+
+def test_reduced_german_is_still_german():
+    verbs = {row[i] for row in smoke.lexicon()["transitive_verbs"] for i in (2, 3)}
+    verbs |= {row[i] for row in smoke.lexicon()["intransitive_verbs"] for i in (2, 3)}
+    pairs = smoke.generate("de", 3, {"train": 2000}, lexicon_percent=10, two_clause_percent=5)
+    subordinate = [t for _, t in pairs["train"] if ", dass " in t or ", weil " in t]
+    assert subordinate and all(t.rstrip(".").split()[-1] in verbs for t in subordinate)

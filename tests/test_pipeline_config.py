@@ -48,7 +48,7 @@ def test_unknown_dataset_is_named():
         check(config, known_datasets=("wmt14_en_de", "wmt14_en_fr"))
 
 
-def snakemake_dry_run(tmp_path, config):
+def snakemake_dry_run(tmp_path, config, *args):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     exe = shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")
@@ -64,6 +64,7 @@ def snakemake_dry_run(tmp_path, config):
             str(tmp_path / "work"),
             "-s",
             str(ROOT / "Snakefile"),
+            *args,
         ],
         capture_output=True,
         text=True,
@@ -78,6 +79,13 @@ def test_paper_dry_run_lists_the_whole_dag(tmp_path):
     out = proc.stdout + proc.stderr
     for rule, count in (
         ("download", 2),
+        # the training corpora in shards (pairs.*.shards: EN-DE 16, EN-FR 128), merged back
+        ("shard_index", 2),
+        ("prepare_shard", 16 + 128),
+        ("prepare_report", 2),
+        ("binarize_shard", 16 + 128),
+        ("merge_shards", 2),
+        ("spm_train", 2),
         ("train", 22),
         ("average", 4),
         ("table3_row", 20),
@@ -85,6 +93,26 @@ def test_paper_dry_run_lists_the_whole_dag(tmp_path):
     ):
         assert any(line.split() == [rule, str(count)] for line in out.splitlines()), (rule, out)
     assert not (tmp_path / "work" / "results").exists()
+
+
+def test_sharded_data_commands(tmp_path):
+    """The EN-DE corpus in its 16 shards: each prepared from its line range of the raw files,
+    sentencepiece trained on every shard's source then every shard's target (the whole
+    corpus's order, so the same model for any number of shards), the shards merged in order."""
+    proc = snakemake_dry_run(tmp_path, PAPER, "-p", "data/en_de/bin/train.json")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    out = proc.stdout + proc.stderr
+    shards = [f"data/en_de/shards/prepared/{i:04d}-of-0016" for i in range(16)]
+    texts = " ".join([f"{s}.src" for s in shards] + [f"{s}.tgt" for s in shards])
+    assert f"spm train --input {texts} --vocab-size 37000" in out
+    assert "--shard-index data/en_de/shards/index.json --shard 15 --shards 16" in out
+    assert (
+        "shards split --src data/en_de/raw/train.en --tgt data/en_de/raw/train.de --shards 16"
+        in out
+    )
+    parts = " ".join(f"data/en_de/shards/bin/{i:04d}-of-0016" for i in range(16))
+    assert f"shards merge --parts {parts} --out-prefix data/en_de/bin/train" in out
+    assert "--prepare-report data/en_de/prepared/train.report.json" in out
 
 
 @pytest.mark.parametrize(

@@ -53,6 +53,9 @@ def test_report_command(tmp_path):
             str(metrics),
             "--plot",
             str(plot),
+            "--figure",
+            "Figure 3: long-distance dependencies",
+            str(tmp_path / "figures" / "attention_long_distance.png"),
             "--sample",
             "en_de base",
             str(tmp_path / "src"),
@@ -66,6 +69,8 @@ def test_report_command(tmp_path):
     text = out.read_text()
     assert "Scale: `smoke`" in text and "## Table 2" in text and "`nrefs:1|tok:13a`" in text
     assert "![learning curves](plots/curves.png)" in text
+    assert "## Figure 3: long-distance dependencies" in text
+    assert "(figures/attention_long_distance.png)" in text
     assert "source: ein Haus" in text and "ours: a home" in text
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -86,3 +86,49 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path):
         json.loads((killed / "summary.json").read_text())["tokens_tgt"]
         == a["token_counts"]["tgt_tokens"]
     )
+
+
+def test_rerun_of_a_run_whose_outputs_were_deleted_writes_them_all_again(tmp_path):
+    """Snakemake deletes a job's outputs (summary.json, last.pt, metrics.jsonl) before it reruns
+    it, e.g. after its inputs were rebuilt with identical content, or with --rerun-incomplete.
+    The checkpoints alone give them back: the finished run is not retrained, and a resumed run's
+    metrics.jsonl starts at step 1, not at the checkpoint it resumed from."""
+    corpus = write_corpus(tmp_path / "train", n=200)
+    # What the workflow's train rule runs, cut to 20 steps with a checkpoint every 10.
+    train = ["train", "--train", corpus, "--dev", corpus, *RUN, "--steps", "20"]
+    train += ["--resume", "--restart-if-changed"]
+    outputs = ("summary.json", "last.pt", "metrics.jsonl")
+
+    run = tmp_path / "run"
+    assert run_here(*train, "--out-dir", run) == 0
+    metrics = (run / "metrics.jsonl").read_text()
+    summary = json.loads((run / "summary.json").read_text())
+    weights = load_checkpoint(run / "last.pt")["model"]
+    assert {json.loads(line)["event"] for line in metrics.splitlines()} == {"train", "dev"}
+    for deleted in (outputs, ("metrics.jsonl",), ("last.pt",)):
+        for name in deleted:
+            (run / name).unlink()
+        assert run_here(*train, "--out-dir", run) == 0
+        assert all((run / name).exists() for name in outputs), deleted
+        assert (run / "metrics.jsonl").read_text() == metrics
+        again = json.loads((run / "summary.json").read_text())
+        assert {**again, "wall_seconds": 0} == {**summary, "wall_seconds": 0}
+        last = load_checkpoint(run / "last.pt")
+        assert last["step"] == 20 and all(
+            torch.equal(weights[k], last["model"][k]) for k in weights
+        )
+        assert [s for s, _ in list_checkpoints(run / "checkpoints")] == [10, 20]
+        assert not (run / "superseded").exists()
+
+    # A run stopped at step 10 whose outputs were deleted, then resumed to step 20: the
+    # metrics of steps 1-10 come back from the checkpoint, the same as the straight run's.
+    resumed = tmp_path / "resumed"
+    assert run_here(*train, "--steps", "10", "--out-dir", resumed) == 0
+    for name in outputs:
+        (resumed / name).unlink()
+    assert run_here(*train, "--out-dir", resumed) == 0
+    assert train_losses(resumed) == train_losses(run)
+    steps = [
+        json.loads(line)["step"] for line in (resumed / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert steps == [json.loads(line)["step"] for line in metrics.splitlines()]

@@ -192,16 +192,21 @@ class PaperTokenizer:
         return split_compounds(self.moses(line))
 
 
-def paper_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str = "de") -> BleuStats:
-    """What get_ende_bleu.sh prints for detokenized hypotheses and references.
+def paper_tokenized(
+    hyps: Sequence[str], refs: Sequence[str], lang: str = "de"
+) -> tuple[list[str], list[str]]:
+    """Hypotheses and references as get_ende_bleu.sh hands them to multi-bleu.perl.
 
     Only the hypothesis goes through replace-unicode-punctuation.perl, as in the
     script, so typographic quotes of the reference are compared as they are.
     """
     tokenize = PaperTokenizer(lang)
-    return multi_bleu(
-        [tokenize(replace_unicode_punctuation(h)) for h in hyps], [tokenize(r) for r in refs]
-    )
+    return [tokenize(replace_unicode_punctuation(h)) for h in hyps], [tokenize(r) for r in refs]
+
+
+def paper_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str = "de") -> BleuStats:
+    """What get_ende_bleu.sh prints for detokenized hypotheses and references."""
+    return multi_bleu(*paper_tokenized(hyps, refs, lang))
 
 
 def sacrebleu_13a(hyps: Sequence[str], refs: Sequence[str]) -> tuple[BleuStats, str]:
@@ -223,20 +228,42 @@ def sacrebleu_13a(hyps: Sequence[str], refs: Sequence[str]) -> tuple[BleuStats, 
     return stats, str(metric.get_signature())
 
 
-def score_files(hyp_path: str | os.PathLike, ref_path: str | os.PathLike, lang: str = "de") -> dict:
-    """Both BLEU variants of a hypothesis file against a reference file, as a JSON-ready dict.
-
-    The flat ``counts``/``bp``/``ratio``/``hyp_len``/``ref_len`` fields belong to
-    the paper-style score; ``sacrebleu_stats`` holds the same fields for sacreBLEU.
-    """
+def read_pair(hyp_path: str | os.PathLike, ref_path: str | os.PathLike) -> tuple[list, list]:
+    """The lines of a hypothesis file and its reference; different line counts are an error."""
     hyps, refs = read_lines(hyp_path), read_lines(ref_path)
     if len(hyps) != len(refs):
         raise UserError(
             f"line counts differ: hypothesis {hyp_path}: {len(hyps)}, "
             f"reference {ref_path}: {len(refs)}"
         )
+    return hyps, refs
+
+
+def score_files(
+    hyp_path: str | os.PathLike,
+    ref_path: str | os.PathLike,
+    lang: str = "de",
+    resamples: int | None = None,
+    seed: int | None = None,
+) -> dict:
+    """Both BLEU variants of a hypothesis file against a reference file, as a JSON-ready dict.
+
+    The flat ``counts``/``bp``/``ratio``/``hyp_len``/``ref_len`` fields belong to
+    the paper-style score; ``sacrebleu_stats`` holds the same fields for sacreBLEU.
+    With ``resamples`` (and ``seed``), ``bleu_paper_style_ci`` and ``sacrebleu_ci`` hold
+    sacreBLEU's 95% bootstrap interval of each (``significance.confidence_interval``).
+    """
+    hyps, refs = read_pair(hyp_path, ref_path)
     paper = paper_bleu(hyps, refs, lang)
     sacre, signature = sacrebleu_13a(hyps, refs)
+    intervals = {}
+    if resamples:
+        from transformer_core.significance import confidence_interval
+
+        intervals = {
+            f"{name}_ci": confidence_interval(variant, hyps, refs, resamples, seed, lang).to_dict()
+            for name, variant in (("bleu_paper_style", "paper"), ("sacrebleu", "sacrebleu"))
+        }
     return {
         "hyp": str(hyp_path),
         "ref": str(ref_path),
@@ -253,4 +280,5 @@ def score_files(hyp_path: str | os.PathLike, ref_path: str | os.PathLike, lang: 
         "hyp_len": paper.hyp_len,
         "ref_len": paper.ref_len,
         "sacrebleu_stats": sacre.as_dict(),
+        **intervals,
     }

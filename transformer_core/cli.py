@@ -18,6 +18,7 @@ from transformer_core.errors import UserError
 # Pipeline order; the name is both the subcommand and the module under commands/.
 COMMANDS = (
     "download",
+    "shards",
     "prepare",
     "spm",
     "binarize",
@@ -25,6 +26,7 @@ COMMANDS = (
     "average",
     "translate",
     "score",
+    "bleu_curve",
     "ppl",
     "flops",
     "params",
@@ -34,6 +36,7 @@ COMMANDS = (
     "table3_row",
     "table3",
     "table4",
+    "attention",
     "report",
 )
 

@@ -122,3 +122,13 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` atomically (UTF-8)."""
     with atomic_open(path, "w") as handle:
         handle.write(text)
+
+
+def save_png(fig, out: str | os.PathLike) -> None:
+    """A matplotlib figure as a PNG at ``out`` (folders made), written atomically, then closed."""
+    import matplotlib.pyplot as plt
+
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(out, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=110)
+    plt.close(fig)

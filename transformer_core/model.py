@@ -102,6 +102,21 @@ class MultiHeadAttention(nn.Module):
         k, v = self.project_kv(memory)
         return self.attend(query, k, v, mask, is_causal)
 
+    def attention_weights(
+        self, query: Tensor, memory: Tensor, mask: Tensor | None = None
+    ) -> Tensor:
+        """softmax(Q K^T / sqrt(d_k)) of every head, (B, h, T, S): the weights ``forward`` applies.
+
+        Training and decoding never call it (fused SDPA never forms the weights); it is for
+        looking into a trained model (transformer_core/attention.py, the paper's Figures 3-5).
+        """
+        q = self.split_heads(self.w_q(query), self.d_k)  # (B, h, T, d_k)
+        k = self.split_heads(self.w_k(memory), self.d_k)  # (B, h, S, d_k)
+        scores = torch.matmul(q, k.transpose(-2, -1)) * self.d_k**-0.5
+        if mask is not None:
+            scores = scores.masked_fill(~mask, -math.inf)
+        return torch.softmax(scores, dim=-1)
+
 
 class PositionwiseFeedForward(nn.Module):
     """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2."""

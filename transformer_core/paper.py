@@ -131,3 +131,65 @@ TABLE4_NOTES = (
     "The paper's semi-supervised corpus (about 17M sentences: the high-confidence and BerkeleyParser "
     "corpora) is not public: that row runs only with a corpus given in table4.semi_supervised_dir.",
 )
+
+
+@dataclass(frozen=True)
+class AttentionFigure:
+    """One of the paper's Figures 3-5: encoder self-attention of layer 5 of 6 on an example.
+
+    ``word`` is the word whose attention the figure isolates (None: every word's);
+    ``heads`` is "all" (every head in one panel) or "two" (two heads compared); the paper's
+    own caption is ``caption``. Our file is ``results/figures/attention_<name>.png``.
+    """
+
+    name: str
+    number: int
+    sentence: str
+    word: str | None
+    heads: str
+    caption: str
+
+    @property
+    def title(self) -> str:
+        return f"Figure {self.number}: {self.caption.split(':')[0]}"
+
+
+# The paper's two example sentences (its figures show them tokenized, with <EOS> and padding).
+SENTENCE_MAKING = (
+    "It is in this spirit that a majority of American governments have passed new laws since "
+    "2009 making the registration or voting process more difficult."
+)
+SENTENCE_LAW = (
+    "The Law will never be perfect, but its application should be just - this is what we are "
+    "missing, in my opinion."
+)
+ATTENTION_FIGURES: tuple[AttentionFigure, ...] = (
+    AttentionFigure(
+        "long_distance",
+        3,
+        SENTENCE_MAKING,
+        "making",
+        "all",
+        "long-distance dependencies: many heads attend from the verb 'making' to a distant "
+        "dependency, completing the phrase 'making ... more difficult' (attentions shown only "
+        "for 'making'; colors are heads)",
+    ),
+    AttentionFigure(
+        "anaphora",
+        4,
+        SENTENCE_LAW,
+        "its",
+        "two",
+        "anaphora resolution: top, the full attentions of one head; bottom, the isolated "
+        "attentions from just the word 'its' for two heads, very sharp for this word",
+    ),
+    AttentionFigure(
+        "structure",
+        5,
+        SENTENCE_LAW,
+        None,
+        "two",
+        "sentence structure: two heads whose behaviour seems related to the structure of "
+        "the sentence",
+    ),
+)

@@ -1,9 +1,10 @@
 """The human-readable report: how each number was made, the tables, learning curves, samples.
 
 ``results/report.md`` states the recipe behind every column (BLEU variants and
-the sacreBLEU signature, decoding, averaging, perplexity, training cost), embeds
-Tables 2 and 3 (the paper beside ours), links the learning-curve plot and shows
-a few sample translations. ``snakemake --report`` wraps the same files into HTML.
+the sacreBLEU signature, decoding, averaging, perplexity, intervals and tests, training
+cost), embeds the tables (the paper beside ours), links the learning curves, the
+BLEU-against-steps plot, the Table 3 deltas chart and the paper's Figures 3-5 redrawn,
+and shows a few sample translations. ``snakemake --report`` wraps the same files into HTML.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from transformer_core import __version__
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_open, atomic_write_text, read_lines
+from transformer_core.io import atomic_write_text, read_lines, save_png
 
 RECIPE = """\
 ## How each number was made
@@ -38,6 +39,13 @@ RECIPE = """\
 - **Training cost** (Table 2): `cost_flops_paper_method` = wall time x devices x the device's sustained
   single-precision FLOPS (the paper's method and table of devices); `flops_analytic` counts the model's
   own floating-point operations over the tokens actually trained on.
+- **Intervals and significance**: every BLEU has sacreBLEU's 95% bootstrap confidence interval
+  (`±` half-width, resampling the test sentences); each Table 3 row's delta against base has the
+  p-value of sacreBLEU's paired bootstrap test against base's translations of the same dev set
+  (bold: p < 0.05). With several seeds (`seeds`), values are means with their standard deviation.
+- **Figures 3-5**: the encoder self-attention of the trained base model (layer 5 of 6, or the last
+  layer of a shallower model) on the paper's two example sentences, heads chosen by a stated rule
+  (the sharpest from the figure's word, or over the whole sentence).
 - **Parameters** (Table 3): exact counts of the trained model (`params_m`) and of the same shape at the
   paper's 37000-token vocabulary (`params_m_at_37k`), beside the paper's column, never adjusted.
 """
@@ -87,10 +95,7 @@ def plot_learning_curves(runs: dict[str, str], out: str | os.PathLike) -> None:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="x-small", ncol=2)
     fig.tight_layout()
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    with atomic_open(out, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, out)
 
 
 def samples_markdown(label: str, source: str, reference: str, hypothesis: str, n: int = 3) -> str:
@@ -112,8 +117,10 @@ def write_report(
     scores: dict[str, str],
     plot: str | None,
     samples: list[tuple[str, str, str, str]],
+    figures: dict[str, str] | None = None,
 ) -> None:
-    """Assemble ``report.md`` from the table markdown files, score JSONs, plot and samples."""
+    """Assemble ``report.md`` from the table markdown files, score JSONs, plot, figures
+    (title -> PNG) and samples."""
     text = f"# Reproduction report: Attention Is All You Need\n\nScale: `{scale}`; transformer-core {__version__}.\n\n"
     text += RECIPE + "\n"
     signatures = sorted(
@@ -125,6 +132,8 @@ def write_report(
         text += f"## {title}\n\n{Path(path).read_text(encoding='utf-8')}\n"
     if plot:
         text += f"## Learning curves\n\n![learning curves]({os.path.relpath(plot, Path(out).parent)})\n\n"
+    for title, path in (figures or {}).items():
+        text += f"## {title}\n\n![{title}]({os.path.relpath(path, Path(out).parent)})\n\n"
     if samples:
         text += "## Sample translations\n\n"
         text += "".join(samples_markdown(*sample) for sample in samples)

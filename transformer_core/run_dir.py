@@ -6,6 +6,13 @@ object per log line or dev evaluation), ``summary.json`` (written last: its pres
 means the run finished) and ``last.pt`` (the final checkpoint). A run that cannot
 continue with new settings is moved to ``superseded/N/`` (``supersede``).
 
+Every checkpoint also holds the run's metrics lines up to its step (``metrics_log``), so
+the checkpoints alone rebuild the run's outputs: a resumed session rewrites
+``metrics.jsonl`` from the checkpoint it continues (``MetricsLog.restore``), and a
+finished run missing any of ``summary.json``, ``last.pt`` or ``metrics.jsonl`` (Snakemake
+deletes a job's outputs before it reruns it, e.g. after its inputs were rebuilt) is
+resumed at its last step, which writes all three again without training another step.
+
 ``train`` opens the directory in two steps, so that a mistake fails before the data
 is read and the device is set up:
 
@@ -72,23 +79,45 @@ class RunPaths:
 
 
 class MetricsLog:
-    """``metrics.jsonl``: one JSON object per line, appended by rank 0."""
+    """``metrics.jsonl``: one JSON object per line, appended by rank 0.
+
+    ``records`` are all the run's lines so far; every checkpoint stores them
+    (``metrics_log``), so that ``restore`` can write the file as it was at that checkpoint.
+    """
 
     def __init__(self, path: Path, enabled: bool):
         self.path, self.enabled = path, enabled
+        self.records: list[dict[str, Any]] = []
 
-    def truncate_after(self, step: int) -> None:
-        """Drop lines of steps after ``step`` (a killed session's, after its last checkpoint)."""
-        if not self.enabled or not self.path.exists():
-            return
-        kept = [
-            line
-            for line in self.path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= step
-        ]
-        atomic_write_text(self.path, "".join(line + "\n" for line in kept))
+    def restore(self, payload: dict | None) -> None:
+        """Rewrite the file with the lines of the checkpoint ``payload`` continues (none: fresh).
+
+        Lines a killed session wrote after that checkpoint are dropped, and a deleted file is
+        whole again. A checkpoint written before checkpoints held the lines keeps the existing
+        file's lines up to its step; without that file, those lines are lost (said on stderr).
+        """
+        step = int(payload["step"]) if payload is not None else 0
+        stored = payload.get("metrics_log") if payload is not None else []
+        if stored is not None:
+            self.records = [dict(record) for record in stored]
+        elif self.enabled and self.path.exists():
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+            records = (json.loads(line) for line in lines if line.strip())
+            self.records = [record for record in records if record.get("step", 0) <= step]
+        else:
+            self.records = []
+            if self.enabled:
+                print(
+                    f"{self.path} is missing and the checkpoint of step {step} predates "
+                    "checkpoints holding the metrics: the lines up to that step are lost",
+                    file=sys.stderr,
+                )
+        if self.enabled:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in self.records))
 
     def write(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
         if self.enabled:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as handle:
@@ -207,9 +236,12 @@ def plan_start(
     """Finished, resume, start over or fresh, for a session with these settings and flags.
 
     A finished run (``summary.json`` present, ``cfg.steps`` reached) made with the same
-    settings is left as it is. A run made with other settings (model, data, trajectory)
-    is an error, or, with ``restart_if_changed``, is to be moved aside and training
-    starts over: the workflow's mode, so that editing the configuration retrains.
+    settings is left as it is, if ``last.pt`` and ``metrics.jsonl`` are there too; with
+    any of the three missing it is resumed at its last step, which rewrites them all
+    from the checkpoint (the run, its weights and its metrics unchanged). A run made with
+    other settings (model, data, trajectory) is an error, or, with ``restart_if_changed``,
+    is to be moved aside and training starts over: the workflow's mode, so that editing
+    the configuration retrains.
     """
     payload, paths = previous.payload, previous.paths
     if payload is None:
@@ -218,7 +250,13 @@ def plan_start(
         json.loads(paths.summary.read_text(encoding="utf-8")) if paths.summary.exists() else {}
     )
     why = settings_mismatch(payload, model_cfg, cfg, spm_sha256)
-    if why is None and summary.get("steps", 0) >= cfg.steps and int(payload["step"]) >= cfg.steps:
+    complete = paths.last.exists() and paths.metrics.exists()
+    if (
+        why is None
+        and complete
+        and summary.get("steps", 0) >= cfg.steps
+        and int(payload["step"]) >= cfg.steps
+    ):
         return Start(finished=summary)
     checkpoint = previous.checkpoints[-1][1]
     if why is None:

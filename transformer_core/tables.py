@@ -1,8 +1,15 @@
 """Tables 2, 3 and 4 assembled from the pipeline's result files, with the paper's values beside ours.
 
 Inputs are the JSON files earlier stages write: a training ``summary.json``, a
-``score`` JSON (paper-style BLEU and sacreBLEU), a ``ppl`` JSON and an ``evalb``
-JSON (bracket scores). Each table is written as CSV with a markdown twin, atomically.
+``score`` JSON (paper-style BLEU and sacreBLEU, each with sacreBLEU's 95% bootstrap
+interval), a ``ppl`` JSON and an ``evalb`` JSON (bracket scores). Each table is written
+as CSV with a markdown twin, atomically.
+
+A cell trained with several seeds (config ``seeds``) shows the mean over seeds, its
+standard deviation (``*_std``) and the per-seed values (``*_per_seed``, "seed:value");
+``*_ci95`` is the half-width of sacreBLEU's bootstrap interval (the sampling of the test
+sentences), averaged over the seeds' runs. Table 3's deltas against base and their
+p-values (``table3_significance``) are added when the table is assembled.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from transformer_core.config import ModelConfig
 from transformer_core.errors import UserError
 from transformer_core.io import atomic_open, atomic_write_text
 from transformer_core.paper import TABLE2, TABLE2_PRESET_ROWS, TABLE3, TABLE4
+from transformer_core.significance import mean_std, significant
 
 PAIR_COLUMNS = {"en_de": ("en_de_bleu", "en_de_flops"), "en_fr": ("en_fr_bleu", "en_fr_flops")}
 
@@ -29,6 +37,13 @@ TABLE2_COLUMNS = [
     "bleu_paper_style",
     "sacrebleu",
     "sacrebleu_signature",
+    "bleu_paper_style_ci95",
+    "sacrebleu_ci95",
+    "seeds",
+    "bleu_paper_style_std",
+    "bleu_paper_style_per_seed",
+    "sacrebleu_std",
+    "sacrebleu_per_seed",
     "paper_bleu",
     "cost_flops_paper_method",
     "flops_analytic",
@@ -52,9 +67,18 @@ TABLE3_COLUMNS = [
     "positional",
     "steps",
     "train_precision",
+    "seeds",
     "ppl_dev",
+    "ppl_dev_std",
+    "ppl_dev_per_seed",
     "bleu_dev",
+    "bleu_dev_ci95",
+    "bleu_dev_std",
+    "bleu_dev_per_seed",
     "sacrebleu_dev",
+    "sacrebleu_dev_ci95",
+    "sacrebleu_dev_std",
+    "sacrebleu_dev_per_seed",
     "params_m",
     "params_m_at_37k",
     "paper_ppl",
@@ -80,6 +104,18 @@ TABLE4_COLUMNS = [
     "devices",
     "train_precision",
 ]
+# Notes under the markdown of the tables whose BLEU has intervals (and Table 3's deltas).
+INTERVAL_NOTES = (
+    "BLEU ±x: half-width of sacreBLEU's 95% bootstrap confidence interval over the scored "
+    "sentences (its `corpus_score(n_bootstrap=...)`, seeded; resamples and seed are in each "
+    "score file's `*_ci` field). With several seeds: the mean over seeds, the runs' mean "
+    "half-width, and (sd x) the standard deviation over seeds.",
+)
+DELTA_NOTES = (
+    "Deltas are row minus base. p: sacreBLEU's paired bootstrap test of the row's translations "
+    "against base's translations of the same dev set (seeds pooled); **bold**: p < 0.05. "
+    "PPL deltas have no test: the dev perplexity is recorded as a sum, not per sentence.",
+)
 # Our settings of Table 4 and the paper's training column each reproduces.
 TABLE4_SETTINGS = {"wsj_only": "WSJ only, discriminative", "semi_supervised": "semi-supervised"}
 EVALB_CUTOFF_LEN = 40  # COLLINS.prm's CUTOFF_LEN, the column f1_len_le_40
@@ -106,46 +142,96 @@ def train_precision(summary: dict) -> str:
     return {"float32": "fp32", "bfloat16": "bf16"}.get(value, value)
 
 
+def seed_columns(name: str, seeds: list[int], values: list[float], half_widths: list) -> dict:
+    """Columns ``name`` (mean over seeds), ``name_ci95``, ``name_std`` and ``name_per_seed``.
+
+    ``half_widths`` are the runs' bootstrap half-widths (None where a score file has no
+    interval): their mean is the ``_ci95`` column, empty unless every run has one.
+    """
+    mean, std = mean_std(values)
+    columns = {
+        name: mean,
+        f"{name}_std": std,
+        f"{name}_per_seed": " ".join(f"{s}:{v:.2f}" for s, v in zip(seeds, values, strict=True)),
+    }
+    if half_widths is not None:
+        known = [h for h in half_widths if h is not None]
+        columns[f"{name}_ci95"] = mean_std(known)[0] if len(known) == len(values) else None
+    return columns
+
+
+def _half_width(score: dict, key: str) -> float | None:
+    interval = score.get(f"{key}_ci")
+    return interval["half_width"] if interval else None
+
+
+def group_seeds(results: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
+    """``results`` grouped by the values of ``keys``, in first-seen order; a seed given twice
+    for one group is an error."""
+    groups: dict[tuple, list[dict]] = {}
+    for item in results:
+        group = groups.setdefault(tuple(item[k] for k in keys), [])
+        if any(other["seed"] == item["seed"] for other in group):
+            raise UserError(
+                f"seed {item['seed']} given twice for {', '.join(map(str, group[0].values()))}"
+            )
+        group.append(item)
+    return groups
+
+
+def _mean_of(summaries: list[dict], key: str, scale: float = 1.0) -> float | None:
+    values = [s[key] for s in summaries if s.get(key) is not None]
+    return mean_std(values)[0] / scale if len(values) == len(summaries) else None
+
+
 def table2(results: list[dict[str, str]]) -> pd.DataFrame:
     """Table 2: our rows (one per model and pair) followed by the paper's literature rows.
 
     ``results`` items have ``model`` (a preset: base or big), ``pair`` (en_de or en_fr),
-    ``score`` (JSON path, newstest2014 of the averaged model) and ``summary`` (training summary path).
+    ``seed`` (of the training run), ``score`` (JSON path, newstest2014 of the averaged model)
+    and ``summary`` (training summary path). Several seeds of one model and pair make one
+    row: BLEU and training cost are means over the seeds.
     """
     paper_rows = {row.model: row for row in TABLE2}
     rows = []
-    for item in results:
-        if item["pair"] not in PAIR_COLUMNS:
+    for (model, pair), items in group_seeds(results, ("model", "pair")).items():
+        if pair not in PAIR_COLUMNS:
+            raise UserError(f"table2: unknown pair {pair!r}; known: {', '.join(PAIR_COLUMNS)}")
+        if model not in TABLE2_PRESET_ROWS:
             raise UserError(
-                f"table2: unknown pair {item['pair']!r}; known: {', '.join(PAIR_COLUMNS)}"
+                f"table2: model {model!r} is not one of {', '.join(TABLE2_PRESET_ROWS)}"
             )
-        if item["model"] not in TABLE2_PRESET_ROWS:
-            raise UserError(
-                f"table2: model {item['model']!r} is not one of {', '.join(TABLE2_PRESET_ROWS)}"
-            )
-        score = read_json(item["score"], ("bleu_paper_style", "sacrebleu", "sacrebleu_signature"))
-        summary = read_json(item["summary"], ("wall_seconds", "device", "devices", "steps"))
-        paper = paper_rows[TABLE2_PRESET_ROWS[item["model"]]]
-        bleu_col, flops_col = PAIR_COLUMNS[item["pair"]]
-        rows.append(
-            {
-                "source": "ours",
-                "model": paper.model,
-                "pair": item["pair"],
-                "bleu_paper_style": score["bleu_paper_style"],
-                "sacrebleu": score["sacrebleu"],
-                "sacrebleu_signature": score["sacrebleu_signature"],
-                "paper_bleu": getattr(paper, bleu_col),
-                "cost_flops_paper_method": summary.get("flops_paper_method"),
-                "flops_analytic": summary.get("flops_analytic"),
-                "paper_flops": getattr(paper, flops_col),
-                "device": summary["device"],
-                "devices": summary["devices"],
-                "train_precision": train_precision(summary),
-                "train_hours": summary["wall_seconds"] / 3600.0,
-                "steps": summary["steps"],
-            }
-        )
+        scores = [
+            read_json(i["score"], ("bleu_paper_style", "sacrebleu", "sacrebleu_signature"))
+            for i in items
+        ]
+        summaries = [
+            read_json(i["summary"], ("wall_seconds", "device", "devices", "steps")) for i in items
+        ]
+        seeds = [int(i["seed"]) for i in items]
+        paper = paper_rows[TABLE2_PRESET_ROWS[model]]
+        bleu_col, flops_col = PAIR_COLUMNS[pair]
+        first = summaries[0]
+        row = {
+            "source": "ours",
+            "model": paper.model,
+            "pair": pair,
+            "seeds": " ".join(map(str, seeds)),
+            "sacrebleu_signature": scores[0]["sacrebleu_signature"],
+            "paper_bleu": getattr(paper, bleu_col),
+            "cost_flops_paper_method": _mean_of(summaries, "flops_paper_method"),
+            "flops_analytic": _mean_of(summaries, "flops_analytic"),
+            "paper_flops": getattr(paper, flops_col),
+            "device": first["device"],
+            "devices": first["devices"],
+            "train_precision": train_precision(first),
+            "train_hours": _mean_of(summaries, "wall_seconds", 3600.0),
+            "steps": first["steps"],
+        }
+        for key in ("bleu_paper_style", "sacrebleu"):
+            values = [score[key] for score in scores]
+            row.update(seed_columns(key, seeds, values, [_half_width(s, key) for s in scores]))
+        rows.append(row)
     for paper in TABLE2:
         if paper.ours:
             continue
@@ -173,47 +259,57 @@ def params_at_vocab(params: int, cfg: ModelConfig, vocab_size: int) -> int:
     return params + (vocab_size - cfg.vocab_size) * cfg.d_model
 
 
-def table3_row(row: str, score_path: str, summary_path: str) -> pd.DataFrame:
+def table3_row(row: str, runs: list[dict[str, str]]) -> pd.DataFrame:
     """One Table 3 row: the trained model's hyperparameters, our dev PPL/BLEU, the paper's values.
 
-    PPL is the training run's final dev evaluation (the last checkpoint, per word piece,
-    no label smoothing: the same quantity `transformer-core ppl` computes).
+    ``runs`` items have ``seed``, ``score`` (newstest2013 score JSON of the last checkpoint)
+    and ``summary`` (the run's training summary), one per seed. PPL is the training run's
+    final dev evaluation (the last checkpoint, per word piece, no label smoothing: the same
+    quantity `transformer-core ppl` computes).
     """
     if row not in TABLE3:
         raise UserError(f"table3: unknown row {row!r}; known: {', '.join(TABLE3)}")
-    score = read_json(score_path, ("bleu_paper_style", "sacrebleu"))
-    summary = read_json(summary_path, ("steps", "model_config", "params", "dev_ppl"))
-    if summary["dev_ppl"] is None:
-        raise UserError(f"{summary_path}: the run has no dev perplexity (train it with --dev)")
-    cfg = ModelConfig.from_dict(summary["model_config"], where=f"{summary_path}:model_config")
+    if not runs:
+        raise UserError(f"table3: row {row} has no run")
+    group_seeds(runs, ())  # a seed given twice is an error
+    scores = [read_json(r["score"], ("bleu_paper_style", "sacrebleu")) for r in runs]
+    summaries = [
+        read_json(r["summary"], ("steps", "model_config", "params", "dev_ppl")) for r in runs
+    ]
+    for run, summary in zip(runs, summaries, strict=True):
+        if summary["dev_ppl"] is None:
+            raise UserError(
+                f"{run['summary']}: the run has no dev perplexity (train it with --dev)"
+            )
+    first, path = summaries[0], runs[0]["summary"]
+    cfg = ModelConfig.from_dict(first["model_config"], where=f"{path}:model_config")
+    seeds = [int(r["seed"]) for r in runs]
     paper = TABLE3[row]
-    return pd.DataFrame(
-        [
-            {
-                "row": row,
-                "N": cfg.encoder_layers,
-                "d_model": cfg.d_model,
-                "d_ff": cfg.d_ff,
-                "h": cfg.h,
-                "d_k": cfg.d_k,
-                "d_v": cfg.d_v,
-                "P_drop": cfg.dropout,
-                "eps_ls": cfg.label_smoothing,
-                "positional": cfg.positional,
-                "steps": summary["steps"],
-                "train_precision": train_precision(summary),
-                "ppl_dev": summary["dev_ppl"],
-                "bleu_dev": score["bleu_paper_style"],
-                "sacrebleu_dev": score["sacrebleu"],
-                "params_m": summary["params"] / 1e6,
-                "params_m_at_37k": params_at_vocab(summary["params"], cfg, 37000) / 1e6,
-                "paper_ppl": paper.ppl,
-                "paper_bleu": paper.bleu,
-                "paper_params": paper.params_m,
-            }
-        ],
-        columns=TABLE3_COLUMNS,
-    )
+    values = {
+        "row": row,
+        "N": cfg.encoder_layers,
+        "d_model": cfg.d_model,
+        "d_ff": cfg.d_ff,
+        "h": cfg.h,
+        "d_k": cfg.d_k,
+        "d_v": cfg.d_v,
+        "P_drop": cfg.dropout,
+        "eps_ls": cfg.label_smoothing,
+        "positional": cfg.positional,
+        "steps": first["steps"],
+        "train_precision": train_precision(first),
+        "seeds": " ".join(map(str, seeds)),
+        **seed_columns("ppl_dev", seeds, [s["dev_ppl"] for s in summaries], None),
+        "params_m": first["params"] / 1e6,
+        "params_m_at_37k": params_at_vocab(first["params"], cfg, 37000) / 1e6,
+        "paper_ppl": paper.ppl,
+        "paper_bleu": paper.bleu,
+        "paper_params": paper.params_m,
+    }
+    for column, key in (("bleu_dev", "bleu_paper_style"), ("sacrebleu_dev", "sacrebleu")):
+        half_widths = [_half_width(score, key) for score in scores]
+        values.update(seed_columns(column, seeds, [s[key] for s in scores], half_widths))
+    return pd.DataFrame([values], columns=TABLE3_COLUMNS)
 
 
 def table3(row_csvs: list[str]) -> pd.DataFrame:
@@ -292,7 +388,7 @@ def table4(results: list[dict[str, str]], treebank: str) -> pd.DataFrame:
 
 
 def _cell(value: Any) -> str:
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+    if _missing(value):
         return ""
     if isinstance(value, float):
         if abs(value) >= 1e6:
@@ -300,6 +396,65 @@ def _cell(value: Any) -> str:
         # counts read back from CSV beside missing cells come as floats
         return str(int(value)) if value.is_integer() and abs(value) >= 1 else f"{value:.2f}"
     return str(value).replace("|", "\\|")
+
+
+def _missing(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _with_spread(value: Any, half_width: Any, std: Any) -> str:
+    """ "25.31 ±0.61" (the bootstrap half-width), "sd 0.20" added over several seeds."""
+    if _missing(value):
+        return ""
+    text = f"{value:.2f}"
+    if not _missing(half_width):
+        text += f" ±{half_width:.2f}"
+    if not _missing(std):
+        text += f" (sd {std:.2f})"
+    return text
+
+
+def _with_p(delta: Any, p_value: Any) -> str:
+    """ "-0.52 (p 0.030)", in bold when p < 0.05."""
+    if _missing(delta):
+        return ""
+    text = f"{delta:+.2f}"
+    if _missing(p_value):
+        return text
+    p_value = float(p_value)
+    text = f"{text} (p {p_value:.3f})"
+    return f"**{text}**" if significant(p_value) else text
+
+
+def markdown_view(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as a reader reads it: each value with its interval and spread in one cell.
+
+    A column ``X`` with ``X_ci95``/``X_std`` becomes "X ±ci (sd std)"; ``X_delta`` with
+    ``X_p`` becomes "delta (p value)", bold when significant. Per-seed values stay only
+    when some cell has several seeds. The CSV keeps every column apart.
+    """
+    view = table.copy()
+    several = "seeds" in view and view["seeds"].astype(str).str.contains(" ").any()
+    for column in list(table.columns):
+        if not column.endswith("_per_seed"):
+            continue
+        stem = column.removesuffix("_per_seed")
+        ci = table.get(f"{stem}_ci95", pd.Series([None] * len(table)))
+        view[stem] = [
+            _with_spread(v, c, s)
+            for v, c, s in zip(table[stem], ci, table[f"{stem}_std"], strict=True)
+        ]
+        view = view.drop(columns=[c for c in (f"{stem}_ci95", f"{stem}_std") if c in view])
+        if not several:
+            view = view.drop(columns=[column])
+    for column in list(table.columns):
+        if column.endswith("_delta") and f"{column.removesuffix('_delta')}_p" in table:
+            p_column = f"{column.removesuffix('_delta')}_p"
+            view[column] = [
+                _with_p(d, p) for d, p in zip(table[column], table[p_column], strict=True)
+            ]
+            view = view.drop(columns=[p_column])
+    return view
 
 
 def to_markdown(table: pd.DataFrame, notes: tuple[str, ...] = ()) -> str:
@@ -323,4 +478,4 @@ def write_table(
     with atomic_open(csv_path, "w", newline="") as handle:
         table.to_csv(handle, index=False)
     if markdown_path is not None:
-        atomic_write_text(markdown_path, to_markdown(table, notes))
+        atomic_write_text(markdown_path, to_markdown(markdown_view(table), notes))

@@ -379,8 +379,11 @@ def train(
 ) -> dict[str, Any]:
     """Train one model; returns the summary (also written to ``out_dir/summary.json`` by rank 0).
 
-    ``resume`` continues the run in ``out_dir`` from its newest checkpoint; a
-    finished run made with the same settings is left as it is. A run made with
+    ``resume`` continues the run in ``out_dir`` from its newest checkpoint, rewriting
+    ``metrics.jsonl`` from it (``run_dir.MetricsLog.restore``); a finished run made
+    with the same settings is left as it is, or, when its summary.json, last.pt or
+    metrics.jsonl is missing, has all three written again from its last checkpoint
+    (no step trained, the same weights and metrics). A run made with
     other settings (model, data, trajectory) is an error, or, with
     ``restart_if_changed``, is moved aside (``run_dir.supersede``) and training
     starts over: the workflow's mode, so that editing the configuration retrains.
@@ -456,8 +459,9 @@ def _run(
         trainer.load_state(start.payload, log)
         last_metrics = dict(start.payload.get("metrics", {}))
         log(f"resuming from {start.checkpoint} (step {trainer.step})")
-    # Lines after the resumed step, or any at all when starting fresh, come from a killed session.
-    metrics_log.truncate_after(trainer.step)
+    # metrics.jsonl as it was at the resumed checkpoint (empty when starting fresh): without the
+    # lines of a killed session after it, and whole again if it was deleted.
+    metrics_log.restore(start.payload)
     params = count_parameters(trainer.model)
     log(
         f"training {experiment}: {params:,} parameters, vocabulary {model_cfg.vocab_size}, "
@@ -538,6 +542,7 @@ def _run(
                     precision=precision_name(trainer.autocast),
                     **provenance,
                     **state,
+                    metrics_log=metrics_log.records,
                 )
                 log(f"step {step} | saved {path}")
 

@@ -115,6 +115,33 @@ def translate_ids(
     return outputs
 
 
+def load_translation_model(
+    checkpoint: str | os.PathLike,
+    spm_path: str | os.PathLike,
+    device: torch.device,
+    allow_vocab_mismatch: bool = False,
+):
+    """The model of ``checkpoint`` on ``device`` and its sentencepiece model, checked together.
+
+    The checkpoint must record ``spm_path``'s fingerprint (unless ``allow_vocab_mismatch``)
+    and the model's vocabulary must be the sentencepiece model's; each failure is one
+    ``UserError`` naming the file.
+    """
+    import sentencepiece as spm
+
+    from transformer_core.checkpoint import check_spm, load_checkpoint, model_from_payload
+
+    try:
+        sp = spm.SentencePieceProcessor(model_file=str(spm_path))
+    except (OSError, RuntimeError) as err:
+        raise UserError(f"cannot load sentencepiece model {spm_path}: {err}") from err
+    payload = load_checkpoint(checkpoint, map_location=device)
+    check_spm(payload, checkpoint, spm_path, allow_vocab_mismatch)
+    model = model_from_payload(payload, checkpoint, map_location=device)
+    check_vocabulary(model, sp, spm_path)
+    return model, sp
+
+
 def check_vocabulary(model: nn.Module, sp, spm_path: str | os.PathLike) -> None:
     """The sentencepiece model must use the model's special ids and have its vocabulary size."""
     cfg = model.cfg

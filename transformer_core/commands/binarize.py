@@ -24,12 +24,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out-prefix", required=True, type=Path, help="e.g. data/wmt14_en_de/bin/train"
     )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="sentencepiece encoding threads (default: 1)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from transformer_core.data.binarized import binarize
 
-    header = binarize(args.spm, args.src, args.tgt, args.out_prefix)
+    header = binarize(args.spm, args.src, args.tgt, args.out_prefix, threads=args.threads)
     print(
         f"binarize: {header['num_sentences']} pairs, {header['src_tokens']} source and "
         f"{header['tgt_tokens']} target tokens (vocabulary {header['vocab_size']}) -> {args.out_prefix}.*",

@@ -1,7 +1,9 @@
 """``transformer-core prepare``: normalize a parallel corpus and filter training pairs, with a report.
 
 Writes the normalized (and, unless ``--no-filter``, filtered) pair of files,
-a JSON report of every count, and a one-line summary on stderr.
+a JSON report of every count, and a one-line summary on stderr. With
+``--shard-index`` and ``--shard`` it prepares only that shard's lines of the
+inputs (``transformer-core shards split``), and the report names the shard.
 """
 
 from __future__ import annotations
@@ -43,10 +45,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--unicode-form", choices=("NFC", "NFKC"), default="NFC", help="unicode normalization form"
     )
+    parser.add_argument(
+        "--shard-index",
+        type=Path,
+        help="index of --src-in/--tgt-in by `transformer-core shards split`: prepare one shard",
+    )
+    parser.add_argument(
+        "--shard", type=int, help="the shard to prepare, 0 .. N-1 (with --shard-index)"
+    )
+    parser.add_argument(
+        "--shards", type=int, help="check the index has this many shards (with --shard-index)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from transformer_core.data.prepare import PrepareSettings, prepare_corpus, summary
+    from transformer_core.data.prepare import (
+        PrepareSettings,
+        prepare_corpus,
+        prepare_shard,
+        summary,
+    )
+    from transformer_core.data.shards import load_shard
+    from transformer_core.errors import UserError
     from transformer_core.io import atomic_write_text
 
     settings = PrepareSettings(
@@ -57,9 +77,20 @@ def run(args: argparse.Namespace) -> int:
         filter=args.filter,
         unicode_form=args.unicode_form,
     )
-    report = prepare_corpus(
-        args.src_in, args.tgt_in, args.src_out, args.tgt_out, settings, workers=args.workers
-    )
+    if (args.shard_index is None) != (args.shard is None):
+        raise UserError("--shard-index and --shard go together")
+    if args.shard_index is None:
+        report = prepare_corpus(
+            args.src_in, args.tgt_in, args.src_out, args.tgt_out, settings, workers=args.workers
+        )
+    else:
+        shard = load_shard(args.shard_index, args.shard, args.shards)
+        if (shard.src, shard.tgt) != (args.src_in, args.tgt_in):
+            raise UserError(
+                f"{args.shard_index} indexes {shard.src} and {shard.tgt}, "
+                f"not --src-in {args.src_in} and --tgt-in {args.tgt_in}"
+            )
+        report = prepare_shard(shard, args.src_out, args.tgt_out, settings, workers=args.workers)
     atomic_write_text(args.report, json.dumps(report, indent=2) + "\n")
     print(summary(report), file=sys.stderr)
     return 0

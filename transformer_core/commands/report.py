@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "Write the report: how each number was made, Tables 2 and 3, learning curves, sample translations."
+HELP = "Write the report: how each number was made, the tables, learning curves, figures, sample translations."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +43,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar=("LABEL", "SOURCE", "REFERENCE", "HYPOTHESIS"),
         help="a test set to show the first lines of; repeatable",
     )
+    parser.add_argument(
+        "--figure",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("TITLE", "PNG"),
+        help="a figure (the Table 3 deltas chart, the attention figures) under a heading; repeatable",
+    )
+    parser.add_argument(
+        "--curve",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("LABEL", "CURVE_JSON"),
+        help="a run's dev BLEU by step (bleu_curve) for the BLEU-against-steps plot; repeatable",
+    )
+    parser.add_argument("--curve-plot", help="PNG output of BLEU against steps (needs --curve)")
     parser.add_argument("--plot", help="PNG output for the learning curves (needs --run)")
     parser.add_argument("--out", required=True, help="markdown output")
 
@@ -53,8 +70,16 @@ def run(args: argparse.Namespace) -> int:
 
     if args.run and not args.plot:
         raise UserError("--run needs --plot: the learning curves go into that PNG")
+    if bool(args.curve) != bool(args.curve_plot):
+        raise UserError("--curve and --curve-plot go together: the curves go into that PNG")
     if args.plot:
         plot_learning_curves(dict(args.run), args.plot)
+    figures = dict(args.figure)
+    if args.curve:
+        from transformer_core.curves import plot_bleu_curves
+
+        plot_bleu_curves(dict(args.curve), args.curve_plot)
+        figures = {"BLEU against training steps (dev set)": args.curve_plot, **figures}
     write_report(
         args.out,
         args.scale,
@@ -62,5 +87,6 @@ def run(args: argparse.Namespace) -> int:
         dict(args.score),
         args.plot,
         [tuple(s) for s in args.sample],
+        figures,
     )
     return 0

@@ -9,6 +9,7 @@ import json
 from transformer_core.bleu import score_files
 from transformer_core.errors import UserError
 from transformer_core.io import atomic_write_text, check_input_file, check_output
+from transformer_core.significance import RESAMPLES, SEED
 
 HELP = "BLEU of a detokenized hypothesis file: paper-style (tokenized, ##AT##) and sacreBLEU 13a."
 
@@ -25,6 +26,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--lang",
         default="de",
         help="target language for the Moses tokenizer of the paper-style score (default: de)",
+    )
+    parser.add_argument(
+        "--bootstrap-resamples",
+        type=int,
+        default=RESAMPLES,
+        help="resamples of sacreBLEU's bootstrap for each score's 95%% confidence interval; "
+        f"0: no interval (default: {RESAMPLES})",
+    )
+    parser.add_argument(
+        "--bootstrap-seed",
+        type=int,
+        default=SEED,
+        help=f"seed of sacreBLEU's bootstrap (its SACREBLEU_SEED; default: {SEED})",
     )
 
 
@@ -44,10 +58,18 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.out, "--out")
     if not _has_text(args.hyp) and not _has_text(args.ref):
         raise UserError(f"{args.hyp} and {args.ref} are both empty: there is nothing to score")
-    result = score_files(args.hyp, args.ref, args.lang)
+    result = score_files(
+        args.hyp, args.ref, args.lang, args.bootstrap_resamples, args.bootstrap_seed
+    )
     atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
+    intervals = {
+        name: f" (mu {ci['mean']:.2f} +- {ci['half_width']:.2f})"
+        for name in ("bleu_paper_style", "sacrebleu")
+        if (ci := result.get(f"{name}_ci"))
+    }
     print(
-        f"BLEU paper-style {result['bleu_paper_style']:.2f}, "
-        f"sacreBLEU {result['sacrebleu']:.2f} ({result['sacrebleu_signature']}), {result['n_lines']} lines"
+        f"BLEU paper-style {result['bleu_paper_style']:.2f}{intervals.get('bleu_paper_style', '')}, "
+        f"sacreBLEU {result['sacrebleu']:.2f}{intervals.get('sacrebleu', '')} "
+        f"({result['sacrebleu_signature']}), {result['n_lines']} lines"
     )
     return 0

@@ -10,13 +10,14 @@ HELP = "Assemble Table 2 (BLEU and training cost) from score and training-summar
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--result",
-        nargs=4,
+        nargs=5,
         action="append",
         default=[],
         required=True,
-        metavar=("MODEL", "PAIR", "SCORE_JSON", "SUMMARY_JSON"),
-        help="one of our rows: preset (base|big), pair (en_de|en_fr), the newstest2014 "
-        "score JSON of its averaged model, and its training summary; repeatable",
+        metavar=("MODEL", "PAIR", "SEED", "SCORE_JSON", "SUMMARY_JSON"),
+        help="one run of our rows: preset (base|big), pair (en_de|en_fr), its training seed, "
+        "the newstest2014 score JSON of its averaged model, and its training summary; "
+        "repeatable (several seeds of one model and pair make one row: their mean)",
     )
     parser.add_argument("--out", required=True, help="CSV output")
     parser.add_argument("--markdown", help="markdown twin of the CSV")
@@ -24,10 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from transformer_core.paper import TABLE2_NOTES
-    from transformer_core.tables import table2, write_table
+    from transformer_core.tables import INTERVAL_NOTES, table2, write_table
 
     results = [
-        dict(zip(("model", "pair", "score", "summary"), r, strict=True)) for r in args.result
+        dict(zip(("model", "pair", "seed", "score", "summary"), r, strict=True))
+        for r in args.result
     ]
-    write_table(table2(results), args.out, args.markdown, TABLE2_NOTES)
+    write_table(table2(results), args.out, args.markdown, TABLE2_NOTES + INTERVAL_NOTES)
     return 0

@@ -1,21 +1,67 @@
-"""``transformer-core table3``: Table 3 assembled from its per-row CSV files."""
+"""``transformer-core table3``: Table 3 assembled from its per-row CSV files, with the deltas
+against base, their paired-bootstrap p-values, and the chart of them."""
 
 from __future__ import annotations
 
 import argparse
 
-HELP = "Assemble Table 3 from per-row CSVs (paper row order), with a markdown twin."
+from transformer_core.significance import RESAMPLES, SEED
+
+HELP = "Assemble Table 3 from per-row CSVs (paper row order) with deltas against base, p-values and a markdown twin."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", nargs="+", required=True, help="per-row CSVs from table3_row")
+    parser.add_argument(
+        "--hyp",
+        nargs=3,
+        action="append",
+        default=[],
+        metavar=("ROW", "SEED", "TRANSLATION"),
+        help="a row's newstest2013 translation (last checkpoint) with one seed, for the paired "
+        "test against base; repeatable. Without them the table has no deltas.",
+    )
+    parser.add_argument("--ref", help="the newstest2013 reference (needed with --hyp)")
+    parser.add_argument(
+        "--lang", default="de", help="target language of the paper-style BLEU (default: de)"
+    )
+    parser.add_argument(
+        "--bootstrap-resamples",
+        type=int,
+        default=RESAMPLES,
+        help=f"resamples of sacreBLEU's paired bootstrap test (default: {RESAMPLES})",
+    )
+    parser.add_argument(
+        "--bootstrap-seed",
+        type=int,
+        default=SEED,
+        help=f"seed of sacreBLEU's paired bootstrap test (default: {SEED})",
+    )
     parser.add_argument("--out", required=True, help="CSV output")
     parser.add_argument("--markdown", help="markdown twin of the CSV")
+    parser.add_argument("--plot", help="PNG chart of the BLEU deltas against base (needs --hyp)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from transformer_core.deltas import add_deltas, plot_deltas
+    from transformer_core.errors import UserError
     from transformer_core.paper import TABLE3_NOTES
-    from transformer_core.tables import table3, write_table
+    from transformer_core.tables import DELTA_NOTES, INTERVAL_NOTES, table3, write_table
 
-    write_table(table3(args.rows), args.out, args.markdown, TABLE3_NOTES)
+    table = table3(args.rows)
+    if args.hyp:
+        if not args.ref:
+            raise UserError("--hyp needs --ref: the paired test scores against the reference")
+        translations: dict[str, dict[int, str]] = {}
+        for row, seed, path in args.hyp:
+            translations.setdefault(row, {})[int(seed)] = path
+        table = add_deltas(
+            table, translations, args.ref, args.lang, args.bootstrap_resamples, args.bootstrap_seed
+        )
+    elif args.plot:
+        raise UserError("--plot needs --hyp: the chart shows the deltas of the paired tests")
+    notes = TABLE3_NOTES + INTERVAL_NOTES + (DELTA_NOTES if args.hyp else ())
+    write_table(table, args.out, args.markdown, notes)
+    if args.plot:
+        plot_deltas(table, args.plot)
     return 0

@@ -14,12 +14,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Table 3 row name (base, A1..A4, B1, B2, C1..C7, D1..D4, E, big)",
     )
     parser.add_argument(
-        "--score", required=True, help="newstest2013 score JSON (beam search, no averaging)"
-    )
-    parser.add_argument(
-        "--summary",
+        "--run",
+        nargs=3,
+        action="append",
         required=True,
-        help="training summary JSON of the row's run (its final dev perplexity is the PPL column)",
+        metavar=("SEED", "SCORE_JSON", "SUMMARY_JSON"),
+        help="one training run of the row: its seed, its newstest2013 score JSON (beam search, "
+        "no averaging) and its training summary (the final dev perplexity is the PPL column); "
+        "repeatable, one per seed",
     )
     parser.add_argument("--out", required=True, help="CSV output (one row)")
 
@@ -27,5 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from transformer_core.tables import table3_row, write_table
 
-    write_table(table3_row(args.row, args.score, args.summary), args.out)
+    runs = [dict(zip(("seed", "score", "summary"), r, strict=True)) for r in args.run]
+    write_table(table3_row(args.row, runs), args.out)
     return 0

@@ -91,8 +91,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="continue from RUN_DIR's newest checkpoint (a finished run is left as it is); "
-        "a run made with other settings is an error",
+        help="continue from RUN_DIR's newest checkpoint (a finished run is left as it is, "
+        "its summary.json, last.pt and metrics.jsonl rewritten from its last checkpoint if "
+        "any is missing); a run made with other settings is an error",
     )
     parser.add_argument(
         "--restart-if-changed",

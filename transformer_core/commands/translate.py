@@ -51,13 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import sentencepiece as spm
-
-    from transformer_core.checkpoint import check_spm, load_checkpoint, model_from_payload
     from transformer_core.device import precision_name, setup_device
-    from transformer_core.errors import UserError
     from transformer_core.io import atomic_write_text, check_input_file, check_output, read_lines
-    from transformer_core.translate import Progress, check_vocabulary, translate_lines
+    from transformer_core.translate import Progress, load_translation_model, translate_lines
 
     options = DecodeOptions(args.beam, args.alpha, args.max_len_a, args.max_len_b)  # checks --beam
     check_output(args.output, "--output")  # before the decode, not after it
@@ -67,14 +63,7 @@ def run(args: argparse.Namespace) -> int:
         f"decoding on {device}, precision {precision_name(autocast)} (scores in fp32)",
         file=sys.stderr,
     )
-    try:
-        sp = spm.SentencePieceProcessor(model_file=args.spm)
-    except (OSError, RuntimeError) as err:
-        raise UserError(f"cannot load sentencepiece model {args.spm}: {err}") from err
-    payload = load_checkpoint(args.checkpoint, map_location=device)
-    check_spm(payload, args.checkpoint, args.spm, args.allow_vocab_mismatch)
-    model = model_from_payload(payload, args.checkpoint, map_location=device)
-    check_vocabulary(model, sp, args.spm)
+    model, sp = load_translation_model(args.checkpoint, args.spm, device, args.allow_vocab_mismatch)
     lines = read_lines(args.input, strip_cr=True)  # a CRLF file translates as the same file in LF
     progress = Progress(len(lines), sys.stderr)
     outputs = translate_lines(

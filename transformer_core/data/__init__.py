@@ -6,9 +6,12 @@ Modules, in pipeline order:
 - ``fetch``      cache, mirror, resumable HTTP downloads, checksum checks, archive extraction
 - ``sources``    a registry dataset assembled into ``{train,dev,test}.{src,tgt}`` + manifest
 - ``smoke``      the seeded generator of the structured smoke corpus (``smoke_lexicon.yaml``)
-- ``prepare``    normalization and the counted filters of training pairs
+- ``shards``     a training corpus as N line ranges (an index, no copies); their reports merged
+- ``prepare``    normalization and the counted filters of training pairs, whole or per shard
 - ``bpe``        joint sentencepiece BPE: bounded-sample training, encode, decode
-- ``binarized``  the memory-mapped corpus format, its streaming writer, ``binarize``
+- ``binarized``  the memory-mapped corpus format, its streaming writer, ``binarize``,
+                 ``concatenate`` (the streaming merge of shards)
 - ``dataset``    ``ParallelDataset``: the reader of that format
 - ``batching``   ``TokenBucketSampler``, ``padding_stats`` and ``collate``
+- ``progress``   done / total, rate and ETA lines in the long stages' logs
 """

@@ -6,7 +6,10 @@ full corpus (72M lines for EN-FR) training on everything would not fit in
 memory, so training reads a uniform random sample of at most
 ``sample_size`` lines, drawn with a seed: two passes over the inputs, the first
 counting lines, the second copying the chosen ones, so memory holds only the
-chosen line numbers. Special ids are fixed project-wide: pad 0, unk 1, bos 2, eos 3.
+chosen line numbers. The sample does not depend on how the lines are split into files,
+only on their order: the workflow passes every shard's source text, then every
+shard's target text, which is the whole corpus's source then target, whatever the
+number of shards. Special ids are fixed project-wide: pad 0, unk 1, bos 2, eos 3.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 import sentencepiece as spm
 
 from transformer_core.data.fetch import open_text
+from transformer_core.data.progress import Progress
 from transformer_core.errors import UserError
 from transformer_core.io import atomic_open, sha256_of
 
@@ -42,22 +46,38 @@ def sample_lines(
     for path in paths:
         if not path.is_file():
             raise UserError(f"{path}: no such file")
-    total = sum(1 for line in _lines(paths) if line.strip())
+    progress = Progress("spm sample: counting", unit="lines")
+    total = 0
+    for line in _counted(_lines(paths), progress):
+        total += bool(line.strip())
+    progress.done()
     rng = np.random.default_rng(seed)
     chosen = (
         np.sort(rng.choice(total, size=sample_size, replace=False)) if total > sample_size else None
     )
     written = 0
+    progress = Progress("spm sample: copying", progress.count, unit="lines")
     with open(out, "w", encoding="utf-8") as handle:
         index = 0  # among non-empty lines
-        for line in _lines(paths):
+        for line in _counted(_lines(paths), progress):
             if not line.strip():
                 continue
             if chosen is None or (written < len(chosen) and chosen[written] == index):
                 handle.write(line + "\n")
                 written += 1
             index += 1
+    progress.done()
     return {"lines_total": total, "lines_sampled": written}
+
+
+def _counted(lines: Iterator[str], progress: Progress, every: int = 1 << 16) -> Iterator[str]:
+    """``lines`` unchanged, counted on ``progress`` every ``every`` lines (cheap per line)."""
+    count = 0
+    for count, line in enumerate(lines, 1):
+        yield line
+        if count % every == 0:
+            progress.update(every)
+    progress.update(count % every)
 
 
 def train(

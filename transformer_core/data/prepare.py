@@ -19,17 +19,19 @@ the first that removes it:
 - ``ratio``: the longer side has more than ``max_ratio`` times the tokens of the shorter.
 
 Nothing is dropped silently: the report counts pairs in, out and per reason,
-and how many lines normalization changed.
+and how many lines normalization changed. ``prepare_shard`` does the same for one
+shard of a training corpus (``transformer_core.data.shards``), whose reports add up
+to the corpus's.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gzip
 import multiprocessing
 import os
 import unicodedata
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
@@ -38,6 +40,8 @@ from typing import Any
 from sacremoses import MosesPunctNormalizer
 
 from transformer_core.data.fetch import open_text
+from transformer_core.data.progress import Progress
+from transformer_core.data.shards import Shard, count_lines
 from transformer_core.errors import UserError
 from transformer_core.io import atomic_open
 
@@ -121,28 +125,23 @@ def reject_reason(src: str, tgt: str, max_len: int, max_ratio: float) -> str | N
     return None
 
 
-def count_lines(path: Path) -> int:
-    """Lines as ``open_text`` reads them (a last line without a line break counts)."""
-    count, last = 0, b"\n"
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            count += block.count(b"\n")
-            last = block[-1:]
-    return count + (last != b"\n")
-
-
-def _chunks(src_in: Path, tgt_in: Path, settings: PrepareSettings):
-    """(pairs, settings) jobs of ``CHUNK_LINES`` raw pairs."""
+def _file_pairs(src_in: Path, tgt_in: Path) -> Iterator[tuple[str, str]]:
+    """Raw (source, target) lines of two whole files, without line breaks."""
     with open_text(src_in) as src_lines, open_text(tgt_in) as tgt_lines:
-        chunk: list[tuple[str, str]] = []
         for raw_src, raw_tgt in zip(src_lines, tgt_lines, strict=True):
-            chunk.append((raw_src.rstrip("\n"), raw_tgt.rstrip("\n")))
-            if len(chunk) == CHUNK_LINES:
-                yield chunk, settings
-                chunk = []
-        if chunk:
+            yield raw_src.rstrip("\n"), raw_tgt.rstrip("\n")
+
+
+def _chunks(pairs: Iterator[tuple[str, str]], settings: PrepareSettings):
+    """(pairs, settings) jobs of ``CHUNK_LINES`` raw pairs."""
+    chunk: list[tuple[str, str]] = []
+    for pair in pairs:
+        chunk.append(pair)
+        if len(chunk) == CHUNK_LINES:
             yield chunk, settings
+            chunk = []
+    if chunk:
+        yield chunk, settings
 
 
 def prepare_corpus(
@@ -163,21 +162,59 @@ def prepare_corpus(
         raise UserError(
             f"source and target differ in length: {src_in} has {n_src} lines, {tgt_in} has {n_tgt}"
         )
+    pairs = _file_pairs(src_in, tgt_in)
+    progress = Progress(f"prepare {src_in.name}/{tgt_in.name}", n_src)
+    return _prepare(pairs, n_src, (src_in, tgt_in), (src_out, tgt_out), settings, workers, progress)
+
+
+def prepare_shard(
+    shard: Shard,
+    src_out: str | os.PathLike,
+    tgt_out: str | os.PathLike,
+    settings: PrepareSettings,
+    workers: int = 1,
+) -> dict[str, Any]:
+    """``prepare_corpus`` of one shard's lines (``transformer_core.data.shards``); the report
+    also names the shard, so ``shards.merge_reports`` can check it has them all, in order."""
+    progress = Progress(f"prepare {shard.label}", shard.lines)
+    report = _prepare(
+        shard.pairs(), shard.lines, (shard.src, shard.tgt), (src_out, tgt_out), settings, workers,
+        progress,
+    )  # fmt: skip
+    report["shard"] = {
+        "index": shard.index,
+        "count": shard.count,
+        "first_line": shard.first_line,
+        "lines": shard.lines,
+    }
+    return report
+
+
+def _prepare(
+    pairs: Iterator[tuple[str, str]],
+    pairs_in: int,
+    inputs: tuple[Path, Path],
+    outputs: tuple[str | os.PathLike, str | os.PathLike],
+    settings: PrepareSettings,
+    workers: int,
+    progress: Progress,
+) -> dict[str, Any]:
+    """Normalize, filter and write ``pairs`` (``pairs_in`` of them, read from ``inputs``); the report."""
     removed: Counter[str] = Counter(dict.fromkeys(FILTERS, 0))
     counts: Counter[str] = Counter()
     pairs_out = 0
     with contextlib.ExitStack() as stack:
-        out_src = stack.enter_context(atomic_open(src_out))
-        out_tgt = stack.enter_context(atomic_open(tgt_out))
-        jobs = _chunks(src_in, tgt_in, settings)
+        out_src = stack.enter_context(atomic_open(outputs[0]))
+        out_tgt = stack.enter_context(atomic_open(outputs[1]))
+        jobs = _chunks(pairs, settings)
         if workers > 1:
             pool = stack.enter_context(multiprocessing.get_context("spawn").Pool(workers))
             results = pool.imap(_normalize_chunk, jobs)
         else:
             results = map(_normalize_chunk, jobs)
-        for pairs, chunk_counts in results:
+        for chunk, chunk_counts in results:
             counts += chunk_counts
-            for src, tgt in pairs:
+            for src, tgt in chunk:
                 if settings.filter:
                     reason = reject_reason(src, tgt, settings.max_len, settings.max_ratio)
                     if reason is not None:
@@ -186,14 +223,16 @@ def prepare_corpus(
                 out_src.write(src + "\n")
                 out_tgt.write(tgt + "\n")
                 pairs_out += 1
+            progress.update(len(chunk))
+    progress.done()
     return {
-        "inputs": {"src": str(src_in), "tgt": str(tgt_in)},
-        "outputs": {"src": str(src_out), "tgt": str(tgt_out)},
+        "inputs": {"src": str(inputs[0]), "tgt": str(inputs[1])},
+        "outputs": {"src": str(outputs[0]), "tgt": str(outputs[1])},
         "settings": asdict(settings),
-        "pairs_in": n_src,
+        "pairs_in": pairs_in,
         "pairs_out": pairs_out,
         "removed": dict(removed),
-        "removed_total": n_src - pairs_out,
+        "removed_total": pairs_in - pairs_out,
         "lines_changed_by_normalization": {
             "src": counts["changed_src"],
             "tgt": counts["changed_tgt"],
@@ -210,8 +249,10 @@ def summary(report: dict[str, Any]) -> str:
     removed = report["removed"]
     share = report["removed_total"] / report["pairs_in"] if report["pairs_in"] else 0.0
     reasons = ", ".join(f"{k} {removed[k]}" for k in FILTERS)
+    shard = report.get("shard")
+    part = f" (shard {shard['index']} of {shard['count']})" if shard else ""
     return (
-        f"prepare {report['inputs']['src']} / {report['inputs']['tgt']}: {report['pairs_in']} pairs in, "
+        f"prepare {report['inputs']['src']} / {report['inputs']['tgt']}{part}: {report['pairs_in']} pairs in, "
         f"{report['pairs_out']} out, {report['removed_total']} removed ({share:.2%}: {reasons}); "
         f"normalization changed {report['lines_changed_by_normalization']['src']} source and "
         f"{report['lines_changed_by_normalization']['tgt']} target lines"

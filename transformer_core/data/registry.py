@@ -133,6 +133,15 @@ def _dataset(name: str, raw: dict, files: dict[str, FileEntry]) -> Dataset:
         for key in ("seed", *SPLITS):
             if not isinstance(_require(generate, key, f"{where}.generate"), int):
                 raise ConfigError(f"{where}.generate.{key}: must be an integer")
+        for key, low in (("lexicon_percent", 1), ("two_clause_percent", 0)):
+            value = generate.get(key, 100)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 100:
+                raise ConfigError(
+                    f"{where}.generate.{key}: must be an integer from {low} to 100, got {value!r}"
+                )
+        unknown = set(generate) - {"seed", *SPLITS, "lexicon_percent", "two_clause_percent"}
+        if unknown:
+            raise ConfigError(f"{where}.generate: unknown keys {sorted(unknown)}")
     return Dataset(
         name=name,
         description=raw.get("description", ""),

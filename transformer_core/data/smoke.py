@@ -15,8 +15,17 @@ hundred real words (``smoke_lexicon.yaml``):
   the two-part negation ne ... pas.
 - English: a/an, do-support in negation ("does not see"), adverbs before the verb.
 
-Same seed, same corpus, on every platform (only ``random.Random`` is used).
-Sentences are unique across train, dev and test.
+Two parameters set the difficulty (the registry's ``generate`` block):
+``lexicon_percent`` keeps that share of every lexicon category (stratified, so
+the reduced lexicon still has every gender, both adjective positions and the
+dative verbs), and ``two_clause_percent`` is the share of sentences with a
+second clause. The full lexicon and 45% two-clause sentences are the default; the
+smoke workflow uses 10% of the lexicon and 5%, which a 3+3-layer, d_model 64
+model translates well after 200 steps of 1000 tokens (README, "Smoke scale");
+with the full lexicon it has barely started using the source by then.
+
+Same seed and parameters, same corpus, on every platform (only ``random.Random``
+is used). Sentences are unique across train, dev and test.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ import yaml
 from transformer_core.io import atomic_open, atomic_write_text
 
 LANGUAGES = ("de", "fr")
+DIFFICULTY = ("lexicon_percent", "two_clause_percent")  # optional ``generate`` parameters
 _VOWELS = tuple("aeiouyàâéèêëîïôûh")
 
 
@@ -50,6 +60,41 @@ def _lexicon_text() -> str:
 @cache
 def lexicon() -> dict[str, list[list[Any]]]:
     return yaml.safe_load(_lexicon_text())
+
+
+# The columns that split a category into strata a reduced lexicon must keep: animacy and
+# German gender of nouns, the French adjective position, the case a verb or preposition takes.
+_STRATA = {
+    "nouns": lambda row: (row[8], row[3]),
+    "adjectives": lambda row: row[6],
+    "transitive_verbs": lambda row: row[4],
+    "prepositions": lambda row: row[2],
+}
+
+
+def reduced_lexicon(percent: int) -> dict[str, list[list[Any]]]:
+    """``percent`` of every category's entries, the first ones of each stratum in lexicon order.
+
+    Every stratum keeps at least one entry and every category at least two (a
+    second conjunction, a second adverb), so each construction of the grammar
+    can still be generated.
+    """
+    if not 1 <= percent <= 100:
+        raise ValueError(f"lexicon_percent must be between 1 and 100, got {percent}")
+    reduced = {}
+    for category, rows in lexicon().items():
+        stratum_of = _STRATA.get(category, lambda row: None)
+        strata: dict[Any, list[list[Any]]] = {}
+        for row in rows:
+            strata.setdefault(stratum_of(row), []).append(row)
+        minimum = 1 if len(strata) > 1 else 2
+        keep = {
+            id(row)
+            for members in strata.values()
+            for row in members[: max(minimum, round(len(members) * percent / 100))]
+        }
+        reduced[category] = [row for row in rows if id(row) in keep]
+    return reduced
 
 
 @dataclass
@@ -83,9 +128,12 @@ class Sentence:
 
 
 class _Sampler:
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(
+        self, rng: random.Random, lex: dict[str, list[list[Any]]], two_clause_percent: int
+    ) -> None:
         self.rng = rng
-        self.lex = lexicon()
+        self.lex = lex
+        self.two_clause = two_clause_percent / 100
 
     def noun_phrase(self, animate: bool = False, definite: bool = False) -> NounPhrase:
         rng = self.rng
@@ -127,7 +175,7 @@ class _Sampler:
 
     def sentence(self) -> Sentence:
         rng = self.rng
-        if rng.random() < 0.55:
+        if rng.random() >= self.two_clause:
             time = rng.choice(self.lex["time_adverbs"]) if rng.random() < 0.2 else None
             return Sentence(self.clause(), time=time)
         conjunctions = self.lex["conjunctions"]
@@ -313,17 +361,37 @@ def _finish(words: list[str]) -> str:
 # ---------------------------------------------------------------- corpus
 
 
-def generate(tgt_lang: str, seed: int, sizes: dict[str, int]) -> dict[str, list[tuple[str, str]]]:
+def generate(
+    tgt_lang: str,
+    seed: int,
+    sizes: dict[str, int],
+    lexicon_percent: int = 100,
+    two_clause_percent: int = 45,
+) -> dict[str, list[tuple[str, str]]]:
     """``{split: [(english, target), ...]}`` for the splits in ``sizes`` (in that order), unique sentences."""
     if tgt_lang not in LANGUAGES:
         raise ValueError(f"the smoke corpus has target languages {LANGUAGES}, not {tgt_lang!r}")
+    if not 0 <= two_clause_percent <= 100:
+        raise ValueError(f"two_clause_percent must be between 0 and 100, got {two_clause_percent}")
     realize = german if tgt_lang == "de" else french
-    sampler = _Sampler(random.Random(f"smoke-{tgt_lang}-{seed}"))
+    sampler = _Sampler(
+        random.Random(f"smoke-{tgt_lang}-{seed}"),
+        reduced_lexicon(lexicon_percent),
+        two_clause_percent,
+    )
     seen: set[str] = set()
     corpus: dict[str, list[tuple[str, str]]] = {}
     for split, size in sizes.items():
         pairs = []
+        draws = 0
         while len(pairs) < size:
+            draws += 1
+            if draws > 100 * size + 1000:  # a lexicon too small for this many distinct sentences
+                raise ValueError(
+                    f"the smoke grammar with lexicon_percent={lexicon_percent} produced only "
+                    f"{len(seen)} distinct sentences in {draws} draws; ask for fewer sentences "
+                    "or a larger lexicon_percent"
+                )
             sentence = sampler.sentence()
             source = english(sentence)
             if source not in seen:
@@ -341,7 +409,8 @@ def write_dataset(dataset, out: Path, splits: Sequence[str]) -> dict[str, Any]:
     """
     params = dataset.generate
     sizes = {split: params[split] for split in ("train", "dev", "test")}
-    corpus = generate(dataset.tgt, params["seed"], sizes)
+    difficulty = {key: params[key] for key in DIFFICULTY if key in params}
+    corpus = generate(dataset.tgt, params["seed"], sizes, **difficulty)
     out.mkdir(parents=True, exist_ok=True)
     for split in splits:
         with (
@@ -360,6 +429,7 @@ def write_dataset(dataset, out: Path, splits: Sequence[str]) -> dict[str, Any]:
         "generator": {
             "module": __name__,
             "seed": params["seed"],
+            **difficulty,
             "lexicon_sha256": hashlib.sha256(_lexicon_text().encode("utf-8")).hexdigest(),
         },
     }

@@ -45,7 +45,7 @@ wildcard_constraints:
     src="[a-z]+",
     tgt="[a-z]+",
     split="train|dev|test",
-    exp="|".join(EXPERIMENTS),
+    exp=f"(?:{'|'.join(EXPERIMENTS)})(?:-seed[0-9]+)?",  # a run: experiment [+ seed], see run_name
     ckpt="avg|last",
 
 
@@ -97,11 +97,6 @@ def mirror_arg(wildcards):
     return ["--mirror", config["mirror"]] if config.get("mirror") else []
 
 
-def prepare_filter_arg(wildcards):
-    """Only training data is filtered; dev and test keep every line, so references never shift."""
-    return "" if wildcards.split == "train" else "--no-filter"
-
-
 def is_parsing(pair):
     """Table 4's data folders (parse_treebank, parse_semi) take the place of language pairs."""
     return pair in PARSING_PAIRS.values()
@@ -122,7 +117,10 @@ def parallel_text(pair, split):
 
 
 def spm_inputs(wildcards):
-    return list(parallel_text(wildcards.pair, "train"))
+    """The BPE model's text: a language pair's prepared shards (see Data shards)."""
+    if is_parsing(wildcards.pair):
+        return list(parallel_text(wildcards.pair, "train"))
+    return shard_texts(wildcards.pair)
 
 
 def binarize_inputs(wildcards):
@@ -169,25 +167,26 @@ def steps_of(pair, exp):
 
 
 def train_args(wildcards):
-    """The scaled experiment as `transformer-core train` options."""
+    """The scaled experiment as `transformer-core train` options, with the run's seed."""
+    exp, seed = split_run(wildcards.exp)
     scale = config["scale_rule"]
     overrides = {
         **scaled_model_overrides(
-            wildcards.exp, scale["width_divisor"], scale.get("layer_divisor", 1)
+            exp, scale["width_divisor"], scale.get("layer_divisor", 1)
         ),
         **config.get("model", {}),
     }
-    settings = checkpointing(wildcards.exp)
+    settings = checkpointing(exp)
     train = config["train"]
     sets = [
         arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")
     ]
     return [
-        "--experiment", wildcards.exp, *sets,
-        "--steps", steps_of(wildcards.pair, wildcards.exp),
+        "--experiment", exp, *sets,
+        "--steps", steps_of(wildcards.pair, exp),
         "--tokens-per-step", train["tokens_per_step"], "--max-tokens", train["max_tokens"],
         "--warmup", train["warmup"], "--lr-scale", train.get("lr_scale", 1.0),
-        "--seed", train.get("seed", 1), "--log-interval", train.get("log_interval", 100),
+        "--seed", seed, "--log-interval", train.get("log_interval", 100),
         "--precision", train.get("precision", "auto"),
         "--checkpoint-interval", settings["checkpoint_interval"],
         "--keep-last", settings["average_last"],
@@ -214,7 +213,7 @@ def launcher(wildcards, resources):
 
 
 def average_last(wildcards):
-    return checkpointing(wildcards.exp)["average_last"]
+    return checkpointing(split_run(wildcards.exp)[0])["average_last"]
 
 
 def checkpoint_of(wildcards):
@@ -272,31 +271,76 @@ def table2_runs():
 
 
 def table2_options():
-    """Each Table 2 cell's averaged test score and training summary."""
+    """Each Table 2 cell's averaged test score and training summary, once per seed."""
     return [
         Option(
             "--result",
-            (model, pair),
+            (model, pair, seed),
             {
-                f"score_{model}_{pair}": f"results/scores/{pair}/{model}.test.avg.json",
-                f"summary_{model}_{pair}": f"runs/{pair}/{model}/summary.json",
+                f"score_{run}_{pair}": f"results/scores/{pair}/{run}.test.avg.json",
+                f"summary_{run}_{pair}": f"runs/{pair}/{run}/summary.json",
             },
         )
         for pair, model in table2_runs()
+        for seed in SEEDS
+        for run in [run_name(model, seed)]
     ]
 
 
-def table3_rows():
-    return expand("results/table3/rows/{exp}.csv", exp=config["table3"]["rows"])
+def table3_row_runs(exp):
+    """(seed, dev score, training summary) of each seed's run of a Table 3 row: rows are
+    scored on the dev set of the Table 3 pair, without averaging."""
+    return [
+        (
+            seed,
+            f"results/scores/{TABLE3_PAIR}/{run}.dev.last.json",
+            f"runs/{TABLE3_PAIR}/{run}/summary.json",
+        )
+        for seed in SEEDS
+        for run in [run_name(exp, seed)]
+    ]
 
 
 def table3_row_inputs(wildcards):
-    """Table 3 rows are scored on the dev set of the Table 3 pair, without averaging."""
-    pair, exp = TABLE3_PAIR, wildcards.exp
     return {
-        "score": f"results/scores/{pair}/{exp}.dev.last.json",
-        "summary": f"runs/{pair}/{exp}/summary.json",
+        f"{kind}_{seed}": path
+        for seed, score, summary in table3_row_runs(wildcards.exp)
+        for kind, path in (("score", score), ("summary", summary))
     }
+
+
+def table3_row_args(wildcards, input):
+    """`table3_row --run SEED SCORE SUMMARY` of each seed."""
+    return [
+        arg
+        for seed, _, _ in table3_row_runs(wildcards.exp)
+        for arg in ("--run", seed, input[f"score_{seed}"], input[f"summary_{seed}"])
+    ]
+
+
+def table3_options():
+    """Table 3's row files, and each row's dev translations per seed with the reference
+    (the paired test against base)."""
+    tgt = languages(TABLE3_PAIR)[1]
+    rows = config["table3"]["rows"]
+    options = [
+        Option(
+            "--rows",
+            (),
+            {f"row_{row}": f"results/table3/rows/{row}.csv" for row in rows},
+        )
+    ]
+    options += [
+        Option(
+            "--hyp",
+            (row, seed),
+            {f"hyp_{run}": f"results/translations/{TABLE3_PAIR}/{run}.dev.last.txt"},
+        )
+        for row in rows
+        for seed in SEEDS
+        for run in [run_name(row, seed)]
+    ]
+    return options + [Option("--ref", (), {"ref": f"data/{TABLE3_PAIR}/raw/dev.{tgt}"})]
 
 
 def trained_runs():
@@ -388,8 +432,9 @@ def tables():
 
 
 def report_options():
-    """The tables, every training run's metrics (learning curves), and for each Table 2 pair
-    the first model's test score and a sample of its translations."""
+    """The tables, every training run's metrics (learning curves), the Table 3 deltas chart,
+    the attention figures, and for each Table 2 pair the first model's test score and a
+    sample of its translations."""
     model = config["table2"]["models"][0]
     options = [
         Option(
@@ -398,6 +443,21 @@ def report_options():
             {name: f"results/{name}.md"},
         )
         for name in tables()
+    ]
+    options.append(
+        Option("--figure", ("Table 3: change against base",), {"deltas": DELTAS_PLOT})
+    )
+    options += [
+        Option("--figure", (figure.title,), {f"figure_{figure.name}": path})
+        for figure, path in attention_figures().items()
+    ]
+    options += [
+        Option(
+            "--curve",
+            (f"{pair}/{exp}",),
+            {f"curve_{pair}_{exp}": f"results/curves/{pair}/{exp}.dev.json"},
+        )
+        for pair, exp in table2_runs()
     ]
     options += [
         Option(
@@ -427,3 +487,152 @@ def report_options():
 
 def all_targets():
     return [f"results/{name}.csv" for name in tables()] + ["results/report.md"]
+
+
+# --- Seeds, bootstrap intervals, attention figures, the report --------------------------
+# `seeds` (default [1]) trains every run once per seed. The runs of train.seed keep the
+# plain names (runs/<pair>/<exp>, results/.../<exp>.*), so the default DAG is unchanged;
+# every other seed N adds runs named <exp>-seedN beside them. Tables aggregate the seeds.
+from transformer_core.paper import ATTENTION_FIGURES
+
+SEED_SUFFIX = "-seed"
+if config["train"]["seed"] not in config["seeds"]:
+    raise ConfigError(
+        f"seeds: {config['seeds']} lacks train.seed ({config['train']['seed']}), the seed of "
+        "the runs at runs/<pair>/<exp>: add it to seeds or change train.seed"
+    )
+SEEDS = [config["train"]["seed"]] + [
+    seed for seed in dict.fromkeys(config["seeds"]) if seed != config["train"]["seed"]
+]
+DELTAS_PLOT = "results/plots/table3_deltas.png"
+
+
+def run_name(exp, seed):
+    """The run of experiment ``exp`` with ``seed``: ``exp`` for train.seed, else exp-seedN."""
+    return exp if seed == SEEDS[0] else f"{exp}{SEED_SUFFIX}{seed}"
+
+
+def split_run(name):
+    """(experiment, seed) of a run name (the ``exp`` wildcard)."""
+    exp, _, seed = name.partition(SEED_SUFFIX)
+    return exp, int(seed) if seed else SEEDS[0]
+
+
+def bootstrap_args(wildcards):
+    """sacreBLEU's bootstrap settings (config `bootstrap`) as command options."""
+    settings = config["bootstrap"]
+    return [
+        "--bootstrap-resamples", settings["resamples"], "--bootstrap-seed", settings["seed"]
+    ]  # fmt: skip
+
+
+def attention_figures():
+    """The paper's Figures 3-5 (transformer_core.paper.ATTENTION_FIGURES) -> their PNG paths."""
+    return {
+        figure: f"results/figures/attention_{figure.name}.png"
+        for figure in ATTENTION_FIGURES
+    }
+
+
+def figure_args(wildcards, output):
+    return [
+        arg
+        for f, path in zip(ATTENTION_FIGURES, output)
+        for arg in ("--figure", f.name, path)
+    ]
+
+
+def reported(path, caption, category):
+    """``path`` marked for `snakemake --report` when it exists as the workflow is read.
+
+    `snakemake --report` stops at the first marked file that is missing, so after a partial
+    run (the README quickstart builds Tables 2 and 3 only) a file not built yet is left
+    unmarked: the report holds what exists, and its description (workflow/report/workflow.rst)
+    names what was not built.
+    """
+    if os.path.exists(path):
+        return report(path, caption=caption, category=category)
+    return path
+
+
+# --- Data shards ---------------------------------------------------------------------------
+# A language pair's training corpus runs as pairs.<pair>.shards shards (default: by corpus
+# size, transformer_core.data.shards.default_count), named 0003-of-0008 (data.smk). N is
+# per pair, so these input functions expand the shard names (Snakemake's scattergather
+# has one count per workflow).
+from transformer_core.data.binarized import split_files
+from transformer_core.data.shards import (
+    default_count,
+    expected_pairs,
+    name as shard_name,
+)
+from transformer_core.data.shards import parse_name as parse_shard_name
+
+CONFIGURED_PAIRS = "|".join(config["pairs"])
+# A binarized split's files, its header first (output_prefix strips it).
+BINARIZED_SUFFIXES = (".json",) + tuple(
+    str(path) for key, path in split_files("").items() if key != "json"
+)
+
+
+wildcard_constraints:
+    shard="[0-9]{4}-of-[0-9]{4}",
+
+
+def pair_shards(pair):
+    """pairs.<pair>.shards, else the default for the dataset's size in the registry."""
+    settings = config["pairs"][pair]
+    if "shards" in settings:
+        return settings["shards"]
+    return default_count(expected_pairs(load_registry().dataset(settings["dataset"])))
+
+
+def shard_count(wildcards):
+    return pair_shards(f"{wildcards.src}_{wildcards.tgt}")
+
+
+def shard_names(pair):
+    count = pair_shards(pair)
+    return [shard_name(i, count) for i in range(count)]
+
+
+def shard_args(wildcards):
+    """`prepare --shard I --shards N` of the job's shard."""
+    index, count = parse_shard_name(wildcards.shard)
+    return ["--shard", index, "--shards", count]
+
+
+def shard_reports(wildcards):
+    pair = f"{wildcards.src}_{wildcards.tgt}"
+    return [f"data/{pair}/shards/prepared/{s}.report.json" for s in shard_names(pair)]
+
+
+def shard_texts(pair):
+    """Every shard's source text, then every shard's target text: in this order sentencepiece's
+    sample is the one it draws from the whole corpus, whatever the number of shards."""
+    names = shard_names(pair)
+    return [
+        f"data/{pair}/shards/prepared/{s}.{side}"
+        for side in ("src", "tgt")
+        for s in names
+    ]
+
+
+def merge_inputs(wildcards):
+    """Every file of every shard's binarized split (the arrays too, or Snakemake would
+    delete them, temp, as soon as they were written) and the merged prepare report, whose
+    pairs the merge checks against them (and which thus belongs to every run)."""
+    pair = wildcards.pair
+    files = {
+        f"{s}{suffix}": f"data/{pair}/shards/bin/{s}{suffix}"
+        for s in shard_names(pair)
+        for suffix in BINARIZED_SUFFIXES
+    }
+    return {**files, "report": f"data/{pair}/prepared/train.report.json"}
+
+
+def shard_split_prefixes(wildcards, input):
+    """The shards' split prefixes, from their headers among the inputs."""
+    return [
+        p[: -len(".json")] for p in input if p.endswith(".json") and p != input.report
+    ]

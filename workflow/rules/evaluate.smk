@@ -1,4 +1,5 @@
-# translate (beam search) -> score (paper-style BLEU and sacreBLEU).
+# translate (beam search) -> score (paper-style BLEU and sacreBLEU, with bootstrap intervals);
+# bleu_curve: the dev BLEU of a run's kept checkpoints (BLEU against steps, in the report).
 
 
 rule translate:
@@ -45,6 +46,39 @@ rule score:
         ENV
     params:
         lang=target_lang,
+        bootstrap=bootstrap_args,
     shell:
         "transformer-core score --hyp {input.hyp:q} --ref {input.ref:q} --lang {params.lang:q}"
-        " --out {output:q} > {log:q} 2>&1"
+        " {params.bootstrap:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule bleu_curve:
+    input:
+        summary="runs/{pair}/{exp}/summary.json",
+        spm="data/{pair}/spm.model",
+        source=translate_source,
+        ref=reference_of,
+    output:
+        "results/curves/{pair}/{exp}.{split}.json",
+    log:
+        "logs/bleu_curve/{pair}.{exp}.{split}.log",
+    conda:
+        ENV
+    threads: 1
+    params:
+        run_dir=run_dir_of,
+        checkpoints=config["curves"]["checkpoints"],
+        lang=target_lang,
+        beam=decode_setting("beam"),
+        alpha=decode_setting("alpha"),
+        max_len_a=decode_setting("max_len_a"),
+        max_len_b=decode_setting("max_len_b"),
+        max_tokens=decode_setting("max_tokens"),
+        precision=decode_setting("precision"),
+    shell:
+        "transformer-core bleu_curve --run-dir {params.run_dir:q} --spm {input.spm:q}"
+        " --input {input.source:q} --ref {input.ref:q} --lang {params.lang:q}"
+        " --checkpoints {params.checkpoints:q} --beam {params.beam:q} --alpha {params.alpha:q}"
+        " --max-len-a {params.max_len_a:q} --max-len-b {params.max_len_b:q}"
+        " --max-tokens {params.max_tokens:q} --precision {params.precision:q}"
+        " --num-threads {threads:q} --out {output:q} > {log:q} 2>&1"

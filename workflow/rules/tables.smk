@@ -1,4 +1,6 @@
-# Table 3 rows (one file each) -> Table 3; Table 2; Table 4; the report.
+# Table 3 rows (one file each) -> Table 3 (deltas, p-values, chart); Table 2; Table 4;
+# the paper's attention figures; the report. Files for `snakemake --report` are marked
+# by reported() (common.smk): only those that exist, so a report works after any run.
 
 
 rule table3_row:
@@ -10,38 +12,38 @@ rule table3_row:
         "logs/table3_row/{exp}.log",
     conda:
         ENV
+    params:
+        runs=table3_row_args,
     shell:
-        "transformer-core table3_row --row {wildcards.exp:q} --score {input.score:q}"
-        " --summary {input.summary:q} --out {output:q} > {log:q} 2>&1"
+        "transformer-core table3_row --row {wildcards.exp:q} {params.runs:q}"
+        " --out {output:q} > {log:q} 2>&1"
 
 
 rule table3:
     input:
-        table3_rows(),
+        unpack(inputs_of(table3_options)),
     output:
-        csv=report(
-            "results/table3.csv",
-            caption="../report/table3.rst",
-            category="Tables",
-        ),
+        csv=reported("results/table3.csv", "../report/table3.rst", "Tables"),
         markdown="results/table3.md",
+        plot=reported(DELTAS_PLOT, "../report/table3_deltas.rst", "Plots"),
     log:
         "logs/table3.log",
     conda:
         ENV
+    params:
+        args=args_of(table3_options),
+        lang=languages(TABLE3_PAIR)[1],
+        bootstrap=bootstrap_args,
     shell:
-        "transformer-core table3 --rows {input:q} --out {output.csv:q} --markdown {output.markdown:q} > {log:q} 2>&1"
+        "transformer-core table3 {params.args:q} --lang {params.lang:q} {params.bootstrap:q}"
+        " --out {output.csv:q} --markdown {output.markdown:q} --plot {output.plot:q} > {log:q} 2>&1"
 
 
 rule table2:
     input:
         unpack(inputs_of(table2_options)),
     output:
-        csv=report(
-            "results/table2.csv",
-            caption="../report/table2.rst",
-            category="Tables",
-        ),
+        csv=reported("results/table2.csv", "../report/table2.rst", "Tables"),
         markdown="results/table2.md",
     log:
         "logs/table2.log",
@@ -57,11 +59,7 @@ rule table4:
     input:
         unpack(inputs_of(table4_options)),
     output:
-        csv=report(
-            "results/table4.csv",
-            caption="../report/table4.rst",
-            category="Tables",
-        ),
+        csv=reported("results/table4.csv", "../report/table4.rst", "Tables"),
         markdown="results/table4.md",
     log:
         "logs/table4.log",
@@ -73,19 +71,39 @@ rule table4:
         "transformer-core table4 {params.results:q} --out {output.csv:q} --markdown {output.markdown:q} > {log:q} 2>&1"
 
 
+rule attention_figures:
+    input:
+        checkpoint=f"runs/{TABLE3_PAIR}/base/averaged.pt",
+        spm=f"data/{TABLE3_PAIR}/spm.model",
+    output:
+        [
+            reported(path, "../report/attention.rst", "Figures")
+            for path in attention_figures().values()
+        ],
+    log:
+        "logs/attention_figures.log",
+    conda:
+        ENV
+    threads: 1
+    params:
+        figures=figure_args,
+    shell:
+        "transformer-core attention --checkpoint {input.checkpoint:q} --spm {input.spm:q}"
+        " {params.figures:q} --num-threads {threads:q} > {log:q} 2>&1"
+
+
 rule report:
     input:
         unpack(inputs_of(report_options)),
     output:
-        markdown=report(
-            "results/report.md",
-            caption="../report/report.rst",
-            category="Report",
-        ),
-        plot=report(
+        markdown=reported("results/report.md", "../report/report.rst", "Report"),
+        plot=reported(
             "results/plots/learning_curves.png",
-            caption="../report/learning_curves.rst",
-            category="Learning curves",
+            "../report/learning_curves.rst",
+            "Plots",
+        ),
+        curves=reported(
+            "results/plots/bleu_curves.png", "../report/bleu_curves.rst", "Plots"
         ),
     log:
         "logs/report.log",
@@ -96,4 +114,4 @@ rule report:
         scale=config["scale"],
     shell:
         "transformer-core report --scale {params.scale:q} {params.args:q}"
-        " --plot {output.plot:q} --out {output.markdown:q} > {log:q} 2>&1"
+        " --plot {output.plot:q} --curve-plot {output.curves:q} --out {output.markdown:q} > {log:q} 2>&1"

@@ -1,0 +1,459 @@
+"""Benchmark of the sharded data stage: speed-up from shards, flat memory, the EN-FR projection.
+
+A generated parallel corpus with WMT-like sentence lengths and characters (see
+``generate``; written to a temporary folder, never committed) goes through the
+commands the workflow's data rules run, each stage as its own process(es), the
+shards of a stage at the same time (as Snakemake runs them with ``--cores N``)::
+
+    shards split -> prepare (per shard) -> shards report -> spm train
+                 -> binarize (per shard: sentencepiece encode + write) -> shards merge
+
+It measures:
+
+1. pairs/s of split + prepare + binarize + merge (+ report) with 1 shard and with
+   2 shards on the same ``--pairs`` corpus (the speed-up; the issue's goal on a
+   2-core machine is 1.8x). spm train runs once per corpus (its sample is bounded
+   and does not depend on the shards) and is reported on its own.
+2. The peak RSS of every process of every stage (its VmHWM), with 1 shard, at
+   ``--small-pairs`` and at ``--pairs``: streaming stages hold it flat (the issue:
+   within 10%).
+3. A projection for WMT14 EN-FR (36M pairs, ``pairs.en_fr.shards`` of
+   config/config.yaml) on 8 and 32 cores: each stage's time as process start +
+   pairs x seconds per pair, fitted to its 1-shard times at the two sizes; the
+   parallel efficiency of 2 shards on 2 cores; split, report and merge alone,
+   prepare and binarize in waves of ``cores`` shards. spm train, one job bounded
+   by its sample, is left out of that sum and reported as measured.
+
+Usage, from the repository root (``bench`` is a package):
+python -m bench.bench_shards [--quick] [--pairs N] [--small-pairs N] [--out FILE.json]
+(default output: bench/results/bench_shards.json). ``--quick`` uses 20,000 and
+5,000 pairs and a small vocabulary, to check that the benchmark runs (a minute).
+The full run (2M and 0.5M pairs, vocabulary 32000) takes about half an hour on 2 cores
+and needs about 3 GB in the temporary folder; run it on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from transformer_core.data import shards
+
+REPO = Path(__file__).resolve().parents[1]
+EN_FR_PAIRS = 36_000_000
+PROJECTED_CORES = (8, 32)
+STAGES = ("split", "prepare", "report", "spm_train", "binarize", "merge")
+THROUGHPUT_STAGES = ("split", "prepare", "report", "binarize", "merge")
+
+# -- the generated corpus ------------------------------------------------------------------------
+
+SYLLABLES = {
+    "en": "th er on an re he in ed nd ha at en es of or nt ea ti to it st io le is ou ar as de rt ve"
+    " ing tion ment ness ly al ch sh wh ow ai ee oo".split(),
+    "fr": "le la de es en re on nt ou qu an er ai eu au oi ch é è ê à ç ô î ti té ment tion eur"
+    " ais ait ons ez ée ir".split(),
+}
+PUNCTUATION = {
+    "en": [",", ".", "?", "!", ":", ";", "(", ")", "\u201c", "\u201d", "\u2019s", "-", "\u2013"],
+    "fr": [",", ".", "?", "!", " :", " ;", "(", ")", "\u00ab", "\u00bb", "\u2019", "-", "\u2013"],
+}
+WORD_TYPES = 60_000
+
+
+def vocabulary(lang: str, rng: np.random.Generator) -> np.ndarray:
+    """``WORD_TYPES`` made-up words of 1-4 syllables (some capitalized), numbers among them."""
+    syllables = np.array(SYLLABLES[lang], dtype=object)
+    counts = rng.choice([1, 2, 2, 3, 3, 4], size=WORD_TYPES)
+    words = []
+    for i, n in enumerate(counts):
+        if i % 97 == 0:
+            words.append(str(rng.integers(0, 10_000)))
+            continue
+        word = "".join(rng.choice(syllables, size=n))
+        words.append(word.capitalize() if i % 11 == 0 else word)
+    return np.array(words, dtype=object)
+
+
+def zipf_cdf(size: int, exponent: float = 1.07) -> np.ndarray:
+    weights = 1.0 / np.arange(1, size + 1) ** exponent
+    return np.cumsum(weights / weights.sum())
+
+
+def sentences(
+    words: np.ndarray, lengths: np.ndarray, cdf: np.ndarray, lang: str, rng: np.random.Generator
+) -> list[str]:
+    """One sentence per length: Zipf-distributed words, punctuation, a capital, a final stop."""
+    ids = np.searchsorted(cdf, rng.random(int(lengths.sum())))
+    tokens = words[ids]
+    punct = PUNCTUATION[lang]
+    marks = rng.random(len(tokens)) < 0.08  # about one token in twelve is punctuation
+    tokens[marks] = rng.choice(np.array(punct, dtype=object), size=int(marks.sum()))
+    out, start = [], 0
+    for n in lengths.tolist():
+        if n == 0:
+            out.append("")
+            continue
+        body = " ".join(tokens[start : start + n].tolist())
+        start += n
+        out.append(body[:1].upper() + body[1:] + " .")
+    return out
+
+
+def generate(folder: Path, pairs: int, seed: int = 2014, chunk: int = 100_000) -> tuple[Path, Path]:
+    """train.en / train.fr: WMT14-like English-French pairs, written in chunks.
+
+    Lengths: source words log-normal (median 20, mean about 24, a tail past 100, as
+    newstest and Europarl), target/source ratio log-normal around 1.1; 2% of pairs
+    mismatched (the ratio filter), 0.5% with an empty side, a few over 250 words
+    (too_long). Characters: accented letters, typographic quotes and dashes, some
+    non-breaking spaces and zero-width characters for the normalizer.
+    """
+    rng = np.random.default_rng(seed)
+    words = {lang: vocabulary(lang, rng) for lang in ("en", "fr")}
+    cdf = zipf_cdf(WORD_TYPES)
+    paths = (folder / "train.en", folder / "train.fr")
+    with open(paths[0], "w", encoding="utf-8") as src_out, open(paths[1], "w", encoding="utf-8") as tgt_out:  # fmt: skip
+        for begin in range(0, pairs, chunk):
+            n = min(chunk, pairs - begin)
+            src_len = np.clip(np.rint(rng.lognormal(3.0, 0.65, n)), 1, 400).astype(int)
+            src_len[rng.random(n) < 0.0003] = 260  # over the 250-token limit
+            ratio = rng.lognormal(np.log(1.1), 0.15, n)
+            odd = rng.random(n) < 0.02
+            ratio[odd] = rng.uniform(0.2, 4.0, int(odd.sum()))
+            tgt_len = np.clip(np.rint(src_len * ratio), 1, 400).astype(int)
+            tgt_len[rng.random(n) < 0.005] = 0
+            src = sentences(words["en"], src_len, cdf, "en", rng)
+            tgt = sentences(words["fr"], tgt_len, cdf, "fr", rng)
+            for i in np.flatnonzero(rng.random(n) < 0.01):  # normalizer work
+                src[i] = src[i].replace(" ", "\u00a0 ", 1) + "\u200b"
+            src_out.writelines(line + "\n" for line in src)
+            tgt_out.writelines(line + "\n" for line in tgt)
+    return paths
+
+
+# -- running the stages --------------------------------------------------------------------------
+
+
+# Each command runs as ``transformer-core`` would, then writes its peak RSS (VmHWM: the
+# high-water mark of its own memory since exec) to $BENCH_RSS_FILE. (``ru_maxrss`` of
+# ``os.wait4`` would not do: Linux counts the forking parent's RSS at the exec in it.)
+CHILD = """
+import os, sys
+from transformer_core.cli import main
+code = main(sys.argv[1:])
+with open("/proc/self/status") as status:
+    hwm = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+with open(os.environ["BENCH_RSS_FILE"], "w") as out:
+    out.write(hwm)
+sys.exit(code)
+"""
+
+
+def run_parallel(commands: list[list[str]], logs: Path) -> dict:
+    """Start every command at once; wait for all. Wall time and each process's peak RSS."""
+    logs.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    procs = []
+    for i, command in enumerate(commands):
+        env = {**os.environ, "BENCH_RSS_FILE": str(logs / f"{i}.rss_kib")}
+        with open(logs / f"{i}.log", "w") as log:
+            procs.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env))
+    for i, proc in enumerate(procs):
+        if proc.wait() != 0:
+            raise RuntimeError(f"{' '.join(map(str, commands[i][3:6]))} failed; see {logs}/{i}.log")
+    seconds = time.perf_counter() - start
+    peaks = [int((logs / f"{i}.rss_kib").read_text()) / 1024 for i in range(len(commands))]
+    return {
+        "seconds": seconds,
+        "processes": len(commands),
+        "peak_rss_mib": max(peaks),
+        "peak_rss_mib_each": peaks,
+    }
+
+
+def cli(*args: object) -> list[str]:
+    return [sys.executable, "-c", CHILD, *map(str, args)]
+
+
+def pipeline(
+    raw: tuple[Path, Path],
+    count: int,
+    work: Path,
+    spm: Path | None,
+    vocab_size: int,
+    sample_size: int,
+) -> tuple[dict, Path]:
+    """The data rules for ``count`` shards; per stage results, and the spm model used
+    (trained here when ``spm`` is None)."""
+    work.mkdir(parents=True)
+    index = work / "index.json"
+    names = [shards.name(i, count) for i in range(count)]
+    prepared = {n: (work / f"{n}.src", work / f"{n}.tgt", work / f"{n}.report.json") for n in names}
+    stages = {}
+    stages["split"] = run_parallel(
+        [cli("shards", "split", "--src", raw[0], "--tgt", raw[1], "--shards", count, "--out", index)],
+        work / "logs" / "split",
+    )  # fmt: skip
+    stages["prepare"] = run_parallel(
+        [
+            cli(
+                "prepare",
+                "--src-in",
+                raw[0],
+                "--tgt-in",
+                raw[1],
+                "--shard-index",
+                index,
+                "--shard",
+                i,
+                "--shards",
+                count,
+                "--src-out",
+                prepared[n][0],
+                "--tgt-out",
+                prepared[n][1],
+                "--report",
+                prepared[n][2],
+                "--src-lang",
+                "en",
+                "--tgt-lang",
+                "fr",
+            )  # fmt: skip
+            for i, n in enumerate(names)
+        ],
+        work / "logs" / "prepare",
+    )
+    report = work / "train.report.json"
+    stages["report"] = run_parallel(
+        [cli("shards", "report", "--reports", *(prepared[n][2] for n in names), "--out", report)],
+        work / "logs" / "report",
+    )
+    if spm is None:
+        spm = work / "spm.model"
+        texts = [prepared[n][0] for n in names] + [prepared[n][1] for n in names]
+        stages["spm_train"] = run_parallel(
+            [
+                cli(
+                    "spm",
+                    "train",
+                    "--input",
+                    *texts,
+                    "--vocab-size",
+                    vocab_size,
+                    "--sample-size",
+                    sample_size,
+                    "--model-prefix",
+                    work / "spm",
+                )
+            ],  # fmt: skip
+            work / "logs" / "spm_train",
+        )
+    stages["binarize"] = run_parallel(
+        [
+            cli(
+                "binarize",
+                "--spm",
+                spm,
+                "--src",
+                prepared[n][0],
+                "--tgt",
+                prepared[n][1],
+                "--out-prefix",
+                work / "bin" / n,
+                "--threads",
+                1,
+            )  # fmt: skip
+            for n in names
+        ],
+        work / "logs" / "binarize",
+    )
+    stages["merge"] = run_parallel(
+        [
+            cli(
+                "shards",
+                "merge",
+                "--parts",
+                *(work / "bin" / n for n in names),
+                "--out-prefix",
+                work / "train",
+                "--prepare-report",
+                report,
+            )
+        ],  # fmt: skip
+        work / "logs" / "merge",
+    )
+    counts = json.loads(report.read_text())
+    for stage in stages.values():
+        stage["pairs_per_second"] = counts["pairs_in"] / stage["seconds"]
+    seconds = sum(stages[s]["seconds"] for s in THROUGHPUT_STAGES)
+    result = {
+        "shards": count,
+        "pairs_in": counts["pairs_in"],
+        "pairs_out": counts["pairs_out"],
+        "removed": counts["removed"],
+        "stages": stages,
+        "seconds_without_spm_train": seconds,
+        "pairs_per_second": counts["pairs_in"] / seconds,
+    }
+    return result, spm
+
+
+def linear_fit(small: dict, large: dict, stage: str) -> tuple[float, float]:
+    """(seconds at 0 pairs: the start of a process; seconds per pair) of a 1-shard stage,
+    from its times at the two corpus sizes."""
+    (p0, t0), (p1, t1) = ((r["pairs_in"], r["stages"][stage]["seconds"]) for r in (small, large))
+    per_pair = max(t1 - t0, 0.0) / (p1 - p0)
+    return max(t0 - per_pair * p0, 0.0), per_pair
+
+
+def projection(small: dict, one: dict, two: dict, en_fr_shards: int) -> dict:
+    """Time of the EN-FR data stage on 8 and 32 cores (see the module docstring, 3.).
+
+    Each stage's time is start + pairs x seconds per pair (``linear_fit``); a shard's
+    prepare and binarize run ``efficiency`` slower when all cores are busy, as measured
+    with 2 shards on 2 cores (shared memory bandwidth, caches, turbo)."""
+    parallel = ("prepare", "binarize")
+    efficiency = sum(one["stages"][s]["seconds"] for s in parallel) / (
+        2 * sum(two["stages"][s]["seconds"] for s in parallel)
+    )
+    fits = {stage: linear_fit(small, one, stage) for stage in THROUGHPUT_STAGES}
+    shard_pairs = EN_FR_PAIRS / en_fr_shards
+    serial = sum(fits[s][0] + fits[s][1] * EN_FR_PAIRS for s in ("split", "report", "merge"))
+    per_shard = sum(fits[s][0] + fits[s][1] * shard_pairs / efficiency for s in parallel)
+    result = {
+        "pairs": EN_FR_PAIRS,
+        "shards": en_fr_shards,
+        "parallel_efficiency_2_shards": efficiency,
+        "one_core_pairs_per_second": {
+            s: 1 / per_pair if per_pair else None for s, (_, per_pair) in fits.items()
+        },
+        "process_start_seconds": {s: start for s, (start, _) in fits.items()},
+        "serial_seconds": serial,
+        "seconds_per_shard": per_shard,
+        "spm_train_seconds_measured": one["stages"]["spm_train"]["seconds"],
+        "note": "split, report and merge alone; prepare and binarize in waves of `cores` "
+        "shards; spm train (one job, bounded by its sample) is not included",
+    }
+    for cores in PROJECTED_CORES:
+        seconds = serial + math.ceil(en_fr_shards / cores) * per_shard
+        result[f"{cores}_cores"] = {"seconds": seconds, "minutes": seconds / 60}
+    return result
+
+
+def memory(small: dict, large: dict) -> dict:
+    """Peak RSS per stage at both sizes, and whether it stays within 10%."""
+    out = {}
+    for name in STAGES:
+        a, b = small["stages"][name]["peak_rss_mib"], large["stages"][name]["peak_rss_mib"]
+        out[name] = {
+            f"{small['pairs_in']}_pairs": a,
+            f"{large['pairs_in']}_pairs": b,
+            "ratio": b / a,
+            "flat_within_10_percent": abs(b / a - 1) <= 0.10,
+        }
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes: check it runs")
+    parser.add_argument("--pairs", type=int, help="the large corpus (default 2,000,000)")
+    parser.add_argument("--small-pairs", type=int, help="the small corpus (default 500,000)")
+    parser.add_argument("--vocab-size", type=int, help="BPE vocabulary (default 32000, EN-FR's)")
+    parser.add_argument(
+        "--spm-sample-size",
+        type=int,
+        help="lines sampled for spm train (default 200,000: below both corpora, so bounded)",
+    )
+    parser.add_argument("--tmp", type=Path, help="folder for the corpus (default: system temp)")
+    parser.add_argument(
+        "--out", type=Path, default=REPO / "bench" / "results" / "bench_shards.json"
+    )
+    args = parser.parse_args()
+    quick = args.quick
+    pairs = args.pairs or (20_000 if quick else 2_000_000)
+    small = args.small_pairs or (5_000 if quick else 500_000)
+    vocab = args.vocab_size or (1000 if quick else 32_000)
+    sample = args.spm_sample_size or (8_000 if quick else 200_000)
+    en_fr = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["pairs"]["en_fr"]
+    results: dict = {
+        "benchmark": "bench_shards",
+        "mode": "quick" if quick else "full",
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
+        "settings": {
+            "pairs": pairs,
+            "small_pairs": small,
+            "vocab_size": vocab,
+            "spm_sample_size": sample,
+        },  # fmt: skip
+    }
+    with tempfile.TemporaryDirectory(dir=args.tmp, prefix="bench_shards.") as tmp_name:
+        tmp = Path(tmp_name)
+        start = time.perf_counter()
+        (tmp / "large").mkdir()
+        raw = generate(tmp / "large", pairs)
+        (tmp / "small").mkdir()
+        small_raw = tuple(tmp / "small" / path.name for path in raw)
+        for path, head in zip(raw, small_raw, strict=True):  # the first small-pairs lines
+            with open(path, encoding="utf-8") as source, open(head, "w", encoding="utf-8") as out:
+                out.writelines(line for _, line in zip(range(small), source, strict=False))
+        results["generate_seconds"] = time.perf_counter() - start
+        results["text_bytes"] = sum(path.stat().st_size for path in raw)
+        print(f"generated {pairs} pairs in {results['generate_seconds']:.0f} s", file=sys.stderr)
+        small_run, _ = pipeline(small_raw, 1, tmp / "small_1", None, vocab, sample)
+        print(f"{small} pairs, 1 shard: done", file=sys.stderr)
+        one, spm = pipeline(raw, 1, tmp / "large_1", None, vocab, sample)
+        print(f"{pairs} pairs, 1 shard: {one['pairs_per_second']:.0f} pairs/s", file=sys.stderr)
+        two, _ = pipeline(raw, 2, tmp / "large_2", spm, vocab, sample)
+        print(f"{pairs} pairs, 2 shards: {two['pairs_per_second']:.0f} pairs/s", file=sys.stderr)
+        identical = all(
+            (tmp / "large_1" / f"train.{key}").read_bytes()
+            == (tmp / "large_2" / f"train.{key}").read_bytes()
+            for key in ("src.bin", "src.idx", "src.len", "tgt.bin", "tgt.idx", "tgt.len")
+        )
+    results["runs"] = {"small_1_shard": small_run, "large_1_shard": one, "large_2_shards": two}
+    results["speedup_2_shards"] = two["pairs_per_second"] / one["pairs_per_second"]
+    results["binarized_bytes_identical_1_vs_2_shards"] = identical
+    results["peak_rss"] = memory(small_run, one)
+    results["projection_wmt14_en_fr"] = projection(
+        small_run, one, two, en_fr.get("shards", shards.UNKNOWN_SIZE_SHARDS)
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    summary = {
+        "speedup_2_shards": results["speedup_2_shards"],
+        "pairs_per_second": {
+            "1_shard": one["pairs_per_second"],
+            "2_shards": two["pairs_per_second"],
+        },
+        "peak_rss_ratio": {k: v["ratio"] for k, v in results["peak_rss"].items()},
+        "en_fr_minutes": {
+            f"{c}_cores": results["projection_wmt14_en_fr"][f"{c}_cores"]["minutes"]
+            for c in PROJECTED_CORES
+        },
+        "identical": identical,
+    }
+    print(json.dumps(summary, indent=2))
+    print(f"written to {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,91 @@
+"""``transformer-core bleu_curve``: dev BLEU of a run's kept checkpoints, for BLEU against steps."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from transformer_core.commands import add_inference_arguments
+from transformer_core.config import DecodeOptions
+
+HELP = (
+    "Decode the dev set with a run's kept checkpoints and score each: BLEU against training steps."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    paper = DecodeOptions()
+    parser.add_argument("--run-dir", required=True, help="the training run's folder")
+    parser.add_argument("--spm", required=True, help="sentencepiece model of the run's data")
+    parser.add_argument("--input", required=True, help="dev source text, one sentence per line")
+    parser.add_argument("--ref", required=True, help="dev reference, detokenized")
+    parser.add_argument("--lang", default="de", help="target language (default: de)")
+    parser.add_argument(
+        "--checkpoints",
+        type=int,
+        default=5,
+        help="decode at most this many kept checkpoints, evenly spaced, the last among them "
+        "(default: 5)",
+    )
+    parser.add_argument("--beam", type=int, default=paper.beam_size, help="beam size")
+    parser.add_argument("--alpha", type=float, default=paper.alpha, help="length penalty exponent")
+    parser.add_argument("--max-len-a", type=float, default=paper.max_len_a, help="see translate")
+    parser.add_argument("--max-len-b", type=int, default=paper.max_len_b, help="see translate")
+    parser.add_argument("--out", required=True, help="JSON output: one point per checkpoint")
+    add_inference_arguments(
+        parser,
+        "source tokens",
+        "decode even though the checkpoints record another sentencepiece model than --spm",
+        "auto",
+        "; scores stay fp32",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    import sentencepiece as spm
+
+    from transformer_core.bleu import read_pair
+    from transformer_core.checkpoint import (
+        check_spm,
+        list_checkpoints,
+        load_checkpoint,
+        model_from_payload,
+    )
+    from transformer_core.curves import bleu_by_step, spaced
+    from transformer_core.device import setup_device
+    from transformer_core.errors import UserError
+    from transformer_core.io import atomic_write_text, check_output, read_lines
+    from transformer_core.translate import check_vocabulary, translate_lines
+
+    options = DecodeOptions(args.beam, args.alpha, args.max_len_a, args.max_len_b)
+    check_output(args.out, "--out")
+    _, refs = read_pair(args.input, args.ref)  # same line counts, else an error
+    checkpoints = spaced(list_checkpoints(Path(args.run_dir) / "checkpoints"), args.checkpoints)
+    if not checkpoints:
+        raise UserError(f"{args.run_dir}/checkpoints holds no step_*.pt checkpoint")
+    device, autocast = setup_device(args.device, args.precision, args.num_threads)
+    try:
+        sp = spm.SentencePieceProcessor(model_file=args.spm)
+    except (OSError, RuntimeError) as err:
+        raise UserError(f"cannot load sentencepiece model {args.spm}: {err}") from err
+    lines = read_lines(args.input, strip_cr=True)
+
+    def translate(path):
+        payload = load_checkpoint(path, map_location=device)
+        check_spm(payload, path, args.spm, args.allow_vocab_mismatch)
+        model = model_from_payload(payload, path, map_location=device)
+        check_vocabulary(model, sp, args.spm)
+        print(f"decoding {len(lines)} lines with {path}", file=sys.stderr)
+        return translate_lines(model, sp, lines, options, args.max_tokens, autocast, args.input)
+
+    points = bleu_by_step(checkpoints, translate, refs, args.lang)
+    record = {"run_dir": args.run_dir, "input": args.input, "ref": args.ref, "points": points}
+    atomic_write_text(args.out, json.dumps(record, indent=2) + "\n")
+    for point in points:
+        print(
+            f"step {point['step']}: BLEU {point['bleu_paper_style']:.2f}, sacreBLEU {point['sacrebleu']:.2f}"
+        )
+    return 0
