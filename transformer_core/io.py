@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -132,3 +133,25 @@ def save_png(fig, out: str | os.PathLike) -> None:
     with atomic_open(out, "wb") as handle:
         fig.savefig(handle, format="png", dpi=110)
     plt.close(fig)
+
+
+def read_versioned_json(
+    path: str | os.PathLike, fmt: str, version: int, kind: str, how: str
+) -> dict:
+    """A JSON file this package wrote, of format ``fmt`` and ``version``; else one UserError.
+
+    ``kind`` names the file in errors (``binarized split``), ``how`` says how to make it.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: no {kind} here ({how})") from None
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}: not a JSON {kind} ({err})") from None
+    found = (data.get("format"), data.get("version")) if isinstance(data, dict) else (None, None)
+    if found != (fmt, version):
+        raise UserError(
+            f"{path}: format {found[0]!r} version {found[1]!r}, expected {fmt!r} version {version}"
+        )
+    return data

@@ -29,18 +29,24 @@ def add_device_arguments(
     ``precision_default`` None leaves --device and --precision to the command's
     config (``train``: TrainConfig), which defaults to auto.
     """
-    parser.add_argument(
-        "--device",
-        choices=DEVICES,
-        default="auto" if precision_default else None,
-        help="auto (CUDA if present), cpu or cuda (default: auto)",
-    )
+    add_device_and_threads(parser, "auto" if precision_default else None)
     shown = precision_default or "auto"
     parser.add_argument(
         "--precision",
         choices=PRECISIONS,
         default=precision_default,
         help=f"{PRECISION_HELP} (default: {shown}{precision_note})",
+    )
+
+
+def add_device_and_threads(parser: argparse.ArgumentParser, device_default: str | None) -> None:
+    """--device and --num-threads: for every command that runs a model, with or without a
+    --precision (``attention`` always computes in fp32)."""
+    parser.add_argument(
+        "--device",
+        choices=DEVICES,
+        default=device_default,
+        help="auto (CUDA if present), cpu or cuda (default: auto)",
     )
     parser.add_argument(
         "--num-threads",

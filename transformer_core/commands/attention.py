@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_core.config import DEVICES
+from transformer_core.commands import add_device_and_threads
 
 HELP = "Draw the paper's Figures 3-5: encoder self-attention of a trained model on its example sentences."
 
@@ -29,10 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="draw even if the checkpoint's data was encoded with another sentencepiece model",
     )
-    parser.add_argument(
-        "--device", choices=DEVICES, default="auto", help="auto (CUDA if present), cpu or cuda"
-    )
-    parser.add_argument("--num-threads", type=int, help="CPU threads for torch (default: torch's)")
+    add_device_and_threads(parser, "auto")
 
 
 def run(args: argparse.Namespace) -> int:

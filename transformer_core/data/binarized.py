@@ -35,7 +35,7 @@ from transformer_core.data import bpe
 from transformer_core.data.progress import Progress
 from transformer_core.data.shards import count_lines
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_open, atomic_write_text
+from transformer_core.io import atomic_open, atomic_write_text, read_versioned_json
 
 FORMAT = "transformer_core.binarized"
 VERSION = 1
@@ -181,21 +181,13 @@ def _publish(files: dict[str, Path], arrays: contextlib.ExitStack, header: dict[
 
 def read_header(prefix: str | os.PathLike) -> dict[str, Any]:
     """Read and check the header of a binarized split; UserError if absent or foreign."""
-    path = split_files(prefix)["json"]
-    try:
-        header = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(
-            f"{path}: no binarized split here (run `transformer-core binarize` first)"
-        ) from None
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}: not a JSON header ({err})") from None
-    if header.get("format") != FORMAT or header.get("version") != VERSION:
-        raise UserError(
-            f"{path}: format {header.get('format')!r} version {header.get('version')!r}, "
-            f"expected {FORMAT!r} version {VERSION}"
-        )
-    return header
+    return read_versioned_json(
+        split_files(prefix)["json"],
+        FORMAT,
+        VERSION,
+        "binarized split",
+        "run `transformer-core binarize` first",
+    )
 
 
 def binarize(

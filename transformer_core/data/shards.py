@@ -34,7 +34,7 @@ import numpy as np
 
 from transformer_core.data.registry import Dataset
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_write_text
+from transformer_core.io import atomic_write_text, read_versioned_json
 
 FORMAT = "transformer_core.shards"
 VERSION = 1
@@ -209,16 +209,9 @@ def load_shard(index_path: str | os.PathLike, index: int, count: int | None = No
     """Shard ``index`` of the index file; checks the files still have the indexed sizes,
     and that the index has ``count`` shards when given."""
     path = Path(index_path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(
-            f"{path}: no shard index here (run `transformer-core shards split`)"
-        ) from None
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}: not a JSON shard index ({err})") from None
-    if data.get("format") != FORMAT or data.get("version") != VERSION:
-        raise UserError(f"{path}: not a shard index of format {FORMAT!r} version {VERSION}")
+    data = read_versioned_json(
+        path, FORMAT, VERSION, "shard index", "run `transformer-core shards split`"
+    )
     shards = data["shards"]
     if count is not None and count != len(shards):
         raise UserError(f"{path}: indexes {len(shards)} shards, not {count}")
