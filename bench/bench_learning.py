@@ -2,10 +2,12 @@
 Marian peer, trained for the same number of steps and measured the same way.
 
 Every variant trains the ``multi30k`` scale's base model (``config/multi30k.yaml``: 3+3 layers,
-d_model 256, about 4000 target tokens per step, 800 steps) with the schedule the ablation started
-from (``START``: warmup 400, lr_scale 0.5, the peer's), changing one thing (``VARIANTS``): the
+d_model 256) with the recipe the ablation started from (``START``: 800 steps of about 4000 target
+tokens, warmup 400, lr_scale 0.5, the peer's), changing one thing (``VARIANTS``): the
 weight initialization, the training data's length-ratio filter, the tokens per batch, the heads,
-the learning rate, the warmup; ``NAME@SEED`` trains a variant with another seed. Per variant:
+the learning rate, the warmup, half the tokens per step for twice the steps (``step_scale``: the
+same tokens and compute, twice the updates); ``NAME@SEED`` trains a variant with another seed.
+Per variant:
 
 - dev (val) perplexity per word piece at every checkpoint, and per *word* (the same for any
   segmentation, so comparable with the peer, whose sentencepiece model is its own);
@@ -58,11 +60,14 @@ PEER_DIR = ROOT.parent / "shared" / "peers"
 WINDOWS = (1, 2, 3, 5)  # checkpoints averaged (1: the last alone)
 
 # The recipe the ablation starts from: the peer's (and this configuration's before the ablation),
-# peak lr 1.56e-3. Every variant sets it, so a variant means the same whatever the configuration's
-# schedule; the configuration gives the rest (shape, tokens per step, steps, checkpoints).
-START = {"warmup": 400, "lr_scale": 0.5}
+# peak lr 1.56e-3, 800 steps of 4000 target tokens, a checkpoint every 100. Every variant sets
+# it, so a variant means the same whatever the configuration's recipe; the configuration gives
+# the rest (shape, seed, precision).
+START = {"warmup": 400, "lr_scale": 0.5, "tokens_per_step": 4000, "max_tokens": 4000}
+STEPS, CHECKPOINT_INTERVAL = 800, 100
 # One change each from "normal" (the first four separate the scale of the shared embedding from
-# that of the projections). "normal_warmup200" is config/multi30k.yaml as shipped.
+# that of the projections). "normal_warmup200" was config/multi30k.yaml before the batches were
+# halved; "tokens2000_lr0.7" is config/multi30k.yaml as shipped.
 VARIANTS: dict[str, dict[str, Any]] = {
     "xavier": {"model": {"init": "xavier"}},
     "normal": {"model": {"init": "normal"}},
@@ -80,6 +85,19 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "normal_lr0.7_warmup200": {
         "model": {"init": "normal"},
         "train": {"lr_scale": 0.7, "warmup": 200},
+    },
+    # Half the tokens per step for twice the steps (and checkpoint interval, and warmup): the same
+    # tokens and compute as "normal_warmup200", with twice the updates; peak lr 1.56e-3 (the
+    # usual square-root rule for half the batch) or 2.2e-3 (the shipped peak).
+    "tokens2000": {
+        "model": {"init": "normal"},
+        "train": {"max_tokens": 2000, "tokens_per_step": 2000, "warmup": 400},
+        "step_scale": 2,
+    },
+    "tokens2000_lr0.7": {
+        "model": {"init": "normal"},
+        "train": {"max_tokens": 2000, "tokens_per_step": 2000, "warmup": 400, "lr_scale": 0.7},
+        "step_scale": 2,
     },
     "peer": {},
 }
@@ -99,7 +117,7 @@ def run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> None:
 
 def scale_settings(config_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The base model's overrides and the training settings of a workflow configuration."""
-    from transformer_core.scaling import scaled_model_overrides, scaled_steps
+    from transformer_core.scaling import scaled_model_overrides
 
     config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
     rule = config["scale_rule"]
@@ -107,12 +125,7 @@ def scale_settings(config_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         **scaled_model_overrides("base", rule["width_divisor"], rule.get("layer_divisor", 1)),
         **config.get("model", {}),
     }
-    train = dict(config["train"])
-    train["steps"] = config["models"]["base"].get("steps") or scaled_steps(
-        "base", rule["step_divisor"]
-    )
-    train["checkpoint_interval"] = config["models"]["base"]["checkpoint_interval"]
-    return model, train
+    return model, dict(config["train"])
 
 
 # -- one variant of the project --------------------------------------------------------------------
@@ -200,6 +213,7 @@ def project_variant(
 ) -> dict[str, Any]:
     base_name, _, seed = name.partition("@")
     variant = VARIANTS[base_name]
+    step_scale = variant.get("step_scale", 1)
     run_dir = args.runs / name
     log = run_dir / "bench.log"
     data, extra = args.data, args.extra
@@ -213,7 +227,8 @@ def project_variant(
         **START,
         **variant.get("train", {}),
         **({"seed": int(seed)} if seed else {}),
-        "steps": args.steps,
+        "steps": args.steps * step_scale,
+        "checkpoint_interval": base_train["checkpoint_interval"] * step_scale,
         "keep_last": max(WINDOWS),
         "log_interval": 50,
         "device": args.device,
@@ -447,10 +462,16 @@ def main(argv: list[str] | None = None) -> int:
         help="NAME or NAME@SEED (default: every variant, seed from the configuration)",
     )
     parser.add_argument(
-        "--steps", type=int, default=None, help="training steps (default: the configuration's)"
+        "--steps",
+        type=int,
+        default=STEPS,
+        help=f"training steps of START, a variant's step_scale times more (default: {STEPS})",
     )
     parser.add_argument(
-        "--checkpoint-interval", type=int, default=None, help="default: the configuration's"
+        "--checkpoint-interval",
+        type=int,
+        default=CHECKPOINT_INTERVAL,
+        help=f"steps between checkpoints of START (default: {CHECKPOINT_INTERVAL})",
     )
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument(
@@ -477,10 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.make_extra:
         make_extra(args)
     base_model, base_train = scale_settings(args.config)
-    args.steps = args.steps or base_train["steps"]
-    base_train["checkpoint_interval"] = (
-        args.checkpoint_interval or base_train["checkpoint_interval"]
-    )
+    base_train["checkpoint_interval"] = args.checkpoint_interval
     started = time.perf_counter()
     import torch
 

@@ -219,3 +219,61 @@ def test_lint_is_clean(tmp_path):
     assert proc.returncode == 0 and "Congratulations" in proc.stdout + proc.stderr, (
         proc.stdout + proc.stderr
     )
+
+
+def train_line(output, run_dir):
+    """The `train` shell command of one run in a dry run's -p output."""
+    (line,) = [
+        line
+        for line in output.splitlines()
+        if " train --train " in line and f"--out-dir {run_dir} " in line
+    ]
+    return line
+
+
+def test_table4_train_settings_apply_to_the_parsing_runs_only(tmp_path):
+    """table4.train replaces the recipe of the parsing runs; translation runs keep `train`."""
+    own = SMOKE["table4"]["train"]
+    proc = snakemake(
+        tmp_path,
+        SMOKE,
+        "-n",
+        "-p",
+        "runs/parse_treebank/parsing/averaged.pt",
+        "runs/en_de/base/averaged.pt",
+    )
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    parsing = train_line(proc.stdout, "runs/parse_treebank/parsing")
+    assert (
+        f"--steps {SMOKE['table4']['steps']} --tokens-per-step {own['tokens_per_step']}"
+        f" --max-tokens {own['max_tokens']} --warmup {own['warmup']} --lr-scale {own['lr_scale']}"
+        in parsing
+    )
+    assert (
+        f"--checkpoint-interval {own['checkpoint_interval']} --keep-last {own['average_last']}"
+        in parsing
+    )
+    assert f"--run-dir runs/parse_treebank/parsing --last {own['average_last']}" in proc.stdout
+    train, base = SMOKE["train"], SMOKE["models"]["base"]
+    translation = train_line(proc.stdout, "runs/en_de/base")
+    assert (
+        f"--tokens-per-step {train['tokens_per_step']} --max-tokens {train['max_tokens']}"
+        f" --warmup {train['warmup']} --lr-scale {train['lr_scale']}" in translation
+    )
+    assert f"--run-dir runs/en_de/base --last {base['average_last']}" in proc.stdout
+
+    # Without table4.train the parsing run takes `train` and models.base, as before.
+    config = copy.deepcopy(SMOKE)
+    del config["table4"]["train"]
+    proc = snakemake(tmp_path, config, "-n", "-p", "runs/parse_treebank/parsing/averaged.pt")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    parsing = train_line(proc.stdout, "runs/parse_treebank/parsing")
+    assert f"--tokens-per-step {train['tokens_per_step']} --max-tokens" in parsing
+    assert f"--checkpoint-interval {base['checkpoint_interval']} --keep-last" in parsing
+
+
+def test_table4_train_rejects_unknown_keys(tmp_path):
+    config = with_table4(SMOKE, train={"learning_rate": 0.1})
+    proc = snakemake(tmp_path, config, "-n", "results/table4.csv")
+    assert proc.returncode != 0
+    assert "learning_rate" in proc.stderr + proc.stdout

@@ -154,13 +154,34 @@ def decode_setting(name):
     return setting
 
 
-def checkpointing(exp):
+def model_settings(exp):
+    """models.big for big, models.base for every other experiment."""
     return config["models"]["big" if exp == "big" else "base"]
+
+
+def checkpointing(pair, exp):
+    """checkpoint_interval and average_last: model_settings', table4.train's for parsing runs."""
+    settings = model_settings(exp)
+    if not is_parsing(pair):
+        return settings
+    own = TABLE4.get("train") or {}
+    return {
+        key: own.get(key, settings[key])
+        for key in ("checkpoint_interval", "average_last")
+    }
+
+
+def training_recipe(pair):
+    """The `train` section; table4.train's settings replace its values for parsing runs."""
+    return {
+        **config["train"],
+        **((TABLE4.get("train") or {}) if is_parsing(pair) else {}),
+    }
 
 
 def steps_of(pair, exp):
     """Configured steps (models.*.steps, table4.steps for parsing), else the paper's scaled."""
-    settings = TABLE4 if is_parsing(pair) else checkpointing(exp)
+    settings = TABLE4 if is_parsing(pair) else model_settings(exp)
     return settings.get("steps") or scaled_steps(
         exp, config["scale_rule"]["step_divisor"]
     )
@@ -176,8 +197,8 @@ def train_args(wildcards):
         ),
         **config.get("model", {}),
     }
-    settings = checkpointing(exp)
-    train = config["train"]
+    settings = checkpointing(wildcards.pair, exp)
+    train = training_recipe(wildcards.pair)
     sets = [
         arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")
     ]
@@ -213,7 +234,7 @@ def launcher(wildcards, resources):
 
 
 def average_last(wildcards):
-    return checkpointing(split_run(wildcards.exp)[0])["average_last"]
+    return checkpointing(wildcards.pair, split_run(wildcards.exp)[0])["average_last"]
 
 
 def checkpoint_of(wildcards):
