@@ -160,7 +160,7 @@ def model_settings(exp):
 
 
 def checkpointing(pair, exp):
-    """checkpoint_interval and average_last: model_settings', table4.train's for parsing runs."""
+    """checkpoint_interval and average_last: models.*'s, or table4.train's for parsing runs."""
     settings = model_settings(exp)
     if not is_parsing(pair):
         return settings
