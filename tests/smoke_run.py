@@ -48,7 +48,7 @@ class QuickstartRun:
 def run_quickstart(workdir: Path) -> QuickstartRun:
     """The README quickstart, ``snakemake --cores 2 --scheduler greedy results/table2.csv ...``.
 
-    Its time limit only catches a hang: the quickstart took 4 min 17 s on 2 AVX-512 EPYC cores
+    Its time limit only catches a hang: the quickstart took 4 min 14 s on 2 AVX-512 EPYC cores
     and 11 min 6 s on 2 AVX2-only ones (README, "Tests").
     """
     start = time.monotonic()
