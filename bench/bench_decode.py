@@ -12,13 +12,14 @@ warm-up, the two sides' runs interleaved. Each shape runs in every precision of
 Marian under the same ``torch.autocast``. ``--memory`` adds the peak RSS of our
 decoding in each shape and precision, each measured in a fresh process.
 
-GPU section (only when CUDA is available): the base model decoding a
-newstest2014-sized input (3003 sentences) through ``translate_ids`` (token
-batches, sorted by length) in bf16 autocast, each output forced to its
-source's length. Source lengths are the newstest2014 English word counts times
-1.3 (about the pieces per word of a 37k BPE vocabulary) when the shared data is
-there ($TRANSFORMER_CORE_SHARED_DATA, default ../shared/data), else random
-lengths of about the same range.
+GPU section (only when CUDA is available; ``--gpu-only`` skips the CPU one): the
+base model (vocabulary 37000, random weights) decoding the 3,003 real English
+sources of newstest2014, cut into pieces by a BPE 8000 model trained on the fly
+on newstest2014 ($TRANSFORMER_CORE_SHARED_DATA, default ../shared/data; random
+lengths of about the same range when it is absent), through ``translate_ids``
+(token batches, sorted by length), each output forced to its source's length,
+in every combination of ``--gpu-precisions``, ``--gpu-compile``,
+``--gpu-max-tokens`` and ``--gpu-cudnn``.
 
 Run from the repository root (``bench`` is a package):
 
@@ -193,6 +194,8 @@ def bench_cpu_shape(shape: str, repeats: int, precision: str) -> dict:
 
 
 def newstest_lengths(n: int = 3003) -> tuple[list[int], str]:
+    """Source lengths of about newstest2014's: its English word counts x 1.3 (the pieces per
+    word of a 37k BPE), or random lengths when the shared data is absent."""
     if NEWSTEST2014.is_file():
         lines = NEWSTEST2014.read_text(encoding="utf-8").split("\n")[:n]
         return [max(1, math.ceil(1.3 * len(line.split()))) for line in lines], str(NEWSTEST2014)
@@ -200,41 +203,104 @@ def newstest_lengths(n: int = 3003) -> tuple[list[int], str]:
     return [rng.randint(3, 80) for _ in range(n)], "random lengths 3..80 (shared data absent)"
 
 
+def newstest_sources(workdir: Path, vocab_size: int = 8000) -> list[list[int]]:
+    """newstest2014's 3,003 English sources, cut into pieces by a BPE model trained here on
+    newstest2014's English and German sides."""
+    from transformer_core.data import bpe
+
+    german = NEWSTEST2014.with_name(NEWSTEST2014.name.replace(".en", ".de"))
+    bpe.train([NEWSTEST2014, german], vocab_size, workdir / "newstest_bpe", threads=4)
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(workdir / "newstest_bpe.model"))
+    lines = NEWSTEST2014.read_text(encoding="utf-8").splitlines()
+    return [sp.encode(line) for line in lines]
+
+
 def bench_file_decoding(
+    sources: list[list[int]],
+    origin: str,
     max_tokens: int,
-    n: int,
     device: str = "cuda",
     shape: str = "base",
     autocast: torch.dtype | None = torch.bfloat16,
+    compile: bool = False,
 ) -> dict:
-    """Decode n newstest2014-length sources through translate_ids; outputs as long as sources."""
+    """Decode ``sources`` through translate_ids, each output as long as its source (EOS blocked
+    until then), after a warm-up on their first 64."""
     model = our_model(shape).to(device)
-    lengths, origin = newstest_lengths(n)
-    gen = torch.Generator().manual_seed(2)
-    srcs = [torch.randint(4, model.cfg.vocab_size, (k,), generator=gen).tolist() for k in lengths]
     # Outputs as long as their sources: max length = 1 * (pieces + EOS) - 1, EOS suppressed.
     options = DecodeOptions(beam_size=BEAM, alpha=0.6, max_len_a=1.0, max_len_b=-1, min_len=10**6)
-    translate_ids(model, srcs[:64], options, max_tokens, autocast=autocast)  # warm-up
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    sync()
     start = time.perf_counter()
-    outs = translate_ids(model, srcs, options, max_tokens, autocast=autocast)
+    translate_ids(model, sources[:64], options, max_tokens, autocast=autocast, compile=compile)
+    sync()
+    warmup = time.perf_counter() - start
+    start = time.perf_counter()
+    outs = translate_ids(model, sources, options, max_tokens, autocast=autocast, compile=compile)
     sync()
     seconds = time.perf_counter() - start
     tokens = sum(len(o) for o in outs)
-    assert tokens == sum(lengths), "every output as long as its source"
+    assert tokens == sum(len(s) for s in sources), "every output as long as its source"
     return {
         "shape": shape,
-        "sentences": len(srcs),
-        "source_lengths": origin,
+        "sentences": len(sources),
+        "sources": origin,
         "target_tokens": tokens,
         "max_tokens": max_tokens,
         "beam": BEAM,
-        "precision": str(autocast or torch.float32),
-        "seconds": seconds,
-        "target_tokens_per_s": tokens / seconds,
+        "precision": "bf16" if autocast == torch.bfloat16 else "fp32",
+        "compile": compile,
+        "cudnn_attention": torch.backends.cuda.cudnn_sdp_enabled(),
+        "warmup_seconds": round(warmup, 2),
+        "seconds": round(seconds, 3),
+        "target_tokens_per_s": round(tokens / seconds, 1),
         "device": torch.cuda.get_device_name() if device == "cuda" else platform.processor(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
     }
+
+
+def gpu_variants(args: argparse.Namespace, out: Path, result: dict) -> None:
+    """The GPU section: every combination of the ``--gpu-*`` lists, written as it goes."""
+    import itertools
+    import tempfile
+
+    from transformer_core.device import choose_attention_backends
+
+    cuda = torch.device("cuda")
+    if NEWSTEST2014.is_file():
+        with tempfile.TemporaryDirectory() as tmp:
+            sources = newstest_sources(Path(tmp))
+        origin = f"{NEWSTEST2014}, BPE 8000 trained on newstest2014 here"
+    else:
+        lengths, origin = newstest_lengths(3003)
+        gen = torch.Generator().manual_seed(2)
+        sources = [torch.randint(4, 37000, (k,), generator=gen).tolist() for k in lengths]
+    if args.quick:
+        sources = sources[:300]
+    result["gpu"] = []
+    for precision, compile, max_tokens, cudnn in itertools.product(
+        args.gpu_precisions, args.gpu_compile, args.gpu_max_tokens, args.gpu_cudnn
+    ):
+        choose_attention_backends(cuda, cudnn=cudnn == "on")
+        try:
+            row = bench_file_decoding(
+                sources,
+                origin,
+                max_tokens,
+                autocast=torch.bfloat16 if precision == "bf16" else None,
+                compile=compile == "on",
+            )
+        finally:
+            choose_attention_backends(cuda)
+        result["gpu"].append(row)
+        print(
+            f"gpu base {precision} compile {compile} max_tokens {max_tokens} cudnn {cudnn}: "
+            f"{row['target_tokens_per_s']:.0f} tok/s ({row['seconds']:.2f} s)",
+            flush=True,
+        )
+        out.write_text(json.dumps(result, indent=2) + "\n")
 
 
 def peak_rss_of_decoding(shape: str, precision: str, threads: int) -> float:
@@ -257,9 +323,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--gpu-max-tokens",
         type=int,
-        default=8192,
+        nargs="+",
+        default=[8192],
         help="source tokens per batch in the GPU section (default: 8192)",
     )
+    parser.add_argument("--gpu-precisions", nargs="+", default=["bf16"], choices=["bf16", "fp32"])
+    parser.add_argument("--gpu-compile", nargs="+", default=["off"], choices=["off", "on"])
+    parser.add_argument(
+        "--gpu-cudnn",
+        nargs="+",
+        default=["off"],
+        choices=["off", "on"],
+        help="cuDNN's attention left out (off, the default) or allowed",
+    )
+    parser.add_argument("--gpu-only", action="store_true", help="skip the CPU section")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "decode.json"))
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -276,6 +353,11 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_before": os.getloadavg(),
         "cpu": [],
     }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if args.gpu_only:
+        gpu_variants(args, out, result)
+        return 0
     try:
         import transformers
 
@@ -297,11 +379,8 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     if torch.cuda.is_available():
-        result["gpu"] = bench_file_decoding(args.gpu_max_tokens, 300 if args.quick else 3003)
-        print(f"gpu base bf16: {result['gpu']['target_tokens_per_s']:.0f} tok/s", flush=True)
+        gpu_variants(args, out, result)
     result["load_average_after"] = os.getloadavg()  # other jobs on the CPU distort the numbers
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
     return 0

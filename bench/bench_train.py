@@ -18,8 +18,12 @@ measurement alternates rounds of ours and the peer's steps so that a shared,
 noisy CPU slows both alike, and reports the median over rounds.
 
 GPU (when CUDA exists): our trainer's target tokens per second for base and
-big in bf16 autocast, and MFU = analytic training FLOPs per second
-(``transformer_core.flops``) / the device's dense bf16 peak.
+big in bf16 autocast at 25,000 target tokens per step (2 micro-batches of
+12,500), 50 timed steps after 10 of warm-up, eager and compiled
+(``--gpu-compile off on``), and MFU = analytic training FLOPs per second
+(``transformer_core.flops``) / the device's dense bf16 peak; then 5 steps under
+torch.profiler: the share of the time the GPU sat idle, and the top 10 kernels.
+``--gpu-only`` skips the CPU section.
 
 Run from the repository root (``bench`` is a package):
 
@@ -105,10 +109,14 @@ def synthetic_corpus(
 class Ours:
     """Our Trainer: one ``train_step`` is a full optimizer step (data collation included)."""
 
-    def __init__(self, cfg, dataset, device, precision, max_tokens, tokens_per_step):
+    def __init__(self, cfg, dataset, device, precision, max_tokens, tokens_per_step, compile="off"):
         ctx = DistContext(0, 0, 1, device, owns_group=False)
         train_cfg = TrainConfig(
-            max_tokens=max_tokens, tokens_per_step=tokens_per_step, precision=precision, warmup=4000
+            max_tokens=max_tokens,
+            tokens_per_step=tokens_per_step,
+            precision=precision,
+            warmup=4000,
+            compile=compile,
         )
         self.trainer = Trainer(cfg, train_cfg, ctx, dataset)
         self.params = count_parameters(self.trainer.model)
@@ -228,17 +236,40 @@ def cpu_comparison(
     }
 
 
-def gpu_throughput(shape: str, workdir: Path, steps: int, warmup: int, max_tokens: int) -> dict:
+def gpu_throughput(
+    shape: str,
+    workdir: Path,
+    steps: int,
+    warmup: int,
+    max_tokens: int,
+    compile: str = "off",
+    cudnn_attention: bool = False,
+    profile_steps: int = 0,
+) -> dict:
+    """Our trainer on the GPU: bf16 autocast, 25,000 target tokens per step, ``steps`` timed
+    steps after ``warmup`` (compilation happens there), then ``profile_steps`` under the
+    profiler (``gpu_profile``)."""
+    from transformer_core.device import choose_attention_backends
+
     cfg = model_config("big" if shape == "big" else "base", vocab_size=37000)
     device = torch.device("cuda", 0)
     dataset = synthetic_corpus(workdir / f"gpu_{shape}", cfg.vocab_size, sentences=60000)
-    ours = Ours(cfg, dataset, device, "bf16", max_tokens, 25000)
-    timed(ours, warmup, device)
-    counts_before = TokenCounts(**vars(ours.trainer.counts))
-    tokens, seconds = timed(ours, steps, device)
-    counts = TokenCounts(
-        **{k: v - getattr(counts_before, k) for k, v in vars(ours.trainer.counts).items()}
-    )
+    torch.cuda.reset_peak_memory_stats(device)
+    ours = Ours(cfg, dataset, device, "bf16", max_tokens, 25000, compile)
+    choose_attention_backends(device, cudnn=cudnn_attention)
+    try:
+        warm_start = time.perf_counter()
+        timed(ours, warmup, device)
+        warm_seconds = time.perf_counter() - warm_start
+        counts_before = TokenCounts(**vars(ours.trainer.counts))
+        tokens, seconds = timed(ours, steps, device)
+        counts = TokenCounts(
+            **{k: v - getattr(counts_before, k) for k, v in vars(ours.trainer.counts).items()}
+        )
+        profile = gpu_profile(ours, profile_steps, device) if profile_steps else None
+    finally:
+        choose_attention_backends(device)
+        ours.trainer.close()
     flops_per_s = training_flops(cfg, counts) / seconds
     spec = device_spec(device_name(device))
     peak = spec.bf16_tflops * 1e12 if spec and spec.bf16_tflops else None
@@ -246,16 +277,66 @@ def gpu_throughput(shape: str, workdir: Path, steps: int, warmup: int, max_token
         "shape": shape,
         "params": ours.params,
         "device": device_name(device),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
         "precision": "bf16 autocast",
+        "compile": compile,
+        "cudnn_attention": cudnn_attention,
         "max_tokens": max_tokens,
         "accumulation": ours.trainer.accumulation,
+        "warmup_steps": warmup,
+        "warmup_seconds": round(warm_seconds, 1),
         "steps": steps,
         "tgt_tokens_per_step": tokens / steps,
+        "step_ms": round(1000 * seconds / steps, 2),
         "tgt_tokens_per_s": round(tokens / seconds, 1),
         "model_tflops_per_s": round(flops_per_s / 1e12, 2),
         "mfu": round(flops_per_s / peak, 4) if peak else None,
         "peak_bf16_tflops": spec.bf16_tflops if spec else None,
         "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2),
+        "profile": profile,
+    }
+
+
+def gpu_profile(ours, steps: int, device: torch.device) -> dict:
+    """``steps`` training steps under torch.profiler: the share of their wall time in which no
+    kernel ran on the GPU (the union of the kernels' intervals against the span from the first
+    kernel's start to the last one's end), and the 10 kernels that took the most GPU time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize(device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        timed(ours, steps, device)
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    intervals = sorted((e.time_range.start, e.time_range.end) for e in kernels)
+    busy, end = 0.0, float("-inf")
+    for start, stop in intervals:  # the union of the intervals
+        if stop > end:
+            busy += stop - max(start, end)
+            end = stop
+    span = intervals[-1][1] - intervals[0][0] if intervals else 0.0
+    by_name: dict[str, list[float]] = {}
+    for e in kernels:
+        entry = by_name.setdefault(e.name, [0.0, 0])
+        entry[0] += e.time_range.end - e.time_range.start
+        entry[1] += 1
+    top = sorted(by_name.items(), key=lambda item: -item[1][0])[:10]
+    return {
+        "steps": steps,
+        "kernels": len(kernels),
+        "kernels_per_step": round(len(kernels) / steps, 1),
+        "span_ms": round(span / 1000, 2),
+        "gpu_busy_ms": round(busy / 1000, 2),
+        "gpu_idle_share": round(1 - busy / span, 4) if span else None,
+        "top_kernels": [
+            {
+                "name": name[:120],
+                "ms": round(total / 1000, 2),
+                "share": round(total / busy, 4),
+                "calls": calls,
+            }
+            for name, (total, calls) in top
+        ],
     }
 
 
@@ -287,17 +368,43 @@ def main() -> int:
         default=12500,
         help="tokens per micro-batch on the GPU (default: 12500, 2 micro-batches per step)",
     )
+    parser.add_argument(
+        "--gpu-only", action="store_true", help="skip the CPU section (and the peer)"
+    )
+    parser.add_argument("--gpu-shapes", nargs="+", default=["base", "big"], choices=["base", "big"])
+    parser.add_argument(
+        "--gpu-steps", type=int, default=50, help="timed GPU steps per variant (default: 50)"
+    )
+    parser.add_argument(
+        "--gpu-warmup", type=int, default=10, help="GPU warm-up steps per variant (default: 10)"
+    )
+    parser.add_argument(
+        "--gpu-compile",
+        nargs="+",
+        default=["off"],
+        choices=["off", "on"],
+        help="GPU variants: eager, compiled, or both (default: off)",
+    )
+    parser.add_argument(
+        "--gpu-cudnn-attention",
+        action="store_true",
+        help="also run each GPU variant with cuDNN's attention allowed (the default leaves it out)",
+    )
+    parser.add_argument(
+        "--gpu-profile-steps",
+        type=int,
+        default=5,
+        help="steps of each GPU variant under torch.profiler after the timed ones (0: none)",
+    )
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "train.json"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    import transformers
-
-    precisions = chosen_precisions(args)
+    precisions = [] if args.gpu_only else chosen_precisions(args)
     result = {
         "bench": "train",
         "quick": args.quick,
         "torch": torch.__version__,
-        "transformers": transformers.__version__,
+        "transformers": None if args.gpu_only else __import__("transformers").__version__,
         "python": platform.python_version(),
         "machine": platform.machine(),
         "threads": args.threads,
@@ -307,7 +414,7 @@ def main() -> int:
         "gpu": None,
     }
     with tempfile.TemporaryDirectory() as tmp:
-        for shape in args.shapes:
+        for shape in [] if args.gpu_only else args.shapes:
             rounds, steps, warmup = QUICK if args.quick else PLAN[shape]
             rows = result["cpu"][shape] = {}
             for precision in precisions:
@@ -329,15 +436,26 @@ def main() -> int:
                     rows["bf16"]["ours_tgt_tokens_per_s"] / rows["fp32"]["ours_tgt_tokens_per_s"], 3
                 )
         if torch.cuda.is_available():
-            result["gpu"] = {}
-            for shape in ("base", "big"):
-                steps, warmup = (3, 2) if args.quick else (20, 5)
-                result["gpu"][shape] = gpu_throughput(
-                    shape, Path(tmp), steps, warmup, args.gpu_max_tokens
-                )
-                print(
-                    f"gpu {shape}: {json.dumps(result['gpu'][shape])}", file=sys.stderr, flush=True
-                )
+            result["gpu"] = []
+            steps, warmup = (3, 2) if args.quick else (args.gpu_steps, args.gpu_warmup)
+            for shape in args.gpu_shapes:
+                for compile in args.gpu_compile:
+                    for cudnn in (False, True) if args.gpu_cudnn_attention else (False,):
+                        row = gpu_throughput(
+                            shape,
+                            Path(tmp),
+                            steps,
+                            warmup,
+                            args.gpu_max_tokens,
+                            compile,
+                            cudnn,
+                            args.gpu_profile_steps,
+                        )
+                        result["gpu"].append(row)
+                        print(f"gpu: {json.dumps(row)}", file=sys.stderr, flush=True)
+                        out_partial = Path(args.out)
+                        out_partial.parent.mkdir(parents=True, exist_ok=True)
+                        out_partial.write_text(json.dumps(result, indent=2) + "\n")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -5,13 +5,21 @@ import gzip
 import numpy as np
 import pytest
 import torch
+from conftest import tiny_config, tiny_model
 from shared_data import SHARED_DATA
 
 from transformer_core.data import bpe
-from transformer_core.data.batching import TokenBucketSampler, collate, padding_stats
+from transformer_core.data.batching import (
+    BatchStream,
+    Prefetcher,
+    TokenBucketSampler,
+    collate,
+    padding_stats,
+)
 from transformer_core.data.binarized import BinarizedWriter, binarize
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.errors import UserError
+from transformer_core.train import LossModel
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +142,87 @@ def test_padding_share_on_multi30k_under_ten_percent(multi30k_train_lengths):
         print(f"Multi30k train, 4000 tokens, epoch {epoch}: {stats}")
         assert stats["padding_share"] < 0.10
         assert all(cost(b, src) <= 4000 and cost(b, tgt) <= 4000 for b in batches)
+
+
+def test_collate_rounds_widths_up_and_records_what_the_host_needs(tmp_path):
+    """Widths padded to a multiple (8 on GPUs); the token counts and the non-pad target
+    positions come with the batch, so nothing needs reading back from a device."""
+    with BinarizedWriter(tmp_path / "d", 50) as w:
+        w.add([10, 11, 12], [20])
+        w.add([13], [21, 22, 23, 24])
+    dataset = ParallelDataset(tmp_path / "d")
+    exact, padded = collate(dataset, [1, 0]), collate(dataset, [1, 0], multiple=8)
+    assert padded.src.shape == (2, 8) and padded.tgt_in.shape == padded.tgt_out.shape == (2, 8)
+    for name in ("src", "tgt_in", "tgt_out"):
+        narrow = getattr(exact, name)
+        wide = getattr(padded, name)
+        assert (
+            torch.equal(wide[:, : narrow.size(1)], narrow) and not wide[:, narrow.size(1) :].any()
+        )
+    for batch in (exact, padded):
+        flat = batch.tgt_out.reshape(-1)
+        assert batch.target_index.tolist() == (flat != 0).nonzero()[:, 0].tolist()
+    counts = padded.counts
+    assert (counts.sentences, counts.src_tokens, counts.tgt_tokens) == (2, 6, 7)
+    assert (counts.src_sq, counts.tgt_causal, counts.src_tgt) == (2 * 2 + 4 * 4, 15 + 3, 10 + 8)
+
+
+def test_padding_to_a_multiple_changes_no_loss(tmp_path):
+    rng = np.random.default_rng(3)
+    with BinarizedWriter(tmp_path / "d", 50) as w:
+        for _ in range(6):
+            w.add(rng.integers(4, 50, rng.integers(2, 9)).tolist(), rng.integers(4, 50, 5).tolist())
+    dataset = ParallelDataset(tmp_path / "d")
+    loss_model = LossModel(tiny_model(tiny_config()))
+    losses = []
+    for multiple in (1, 8):
+        batch = collate(dataset, list(range(6)), multiple=multiple)
+        losses.append(loss_model(batch.src, batch.tgt_in, batch.tgt_out, 0.1, batch.target_index))
+    torch.testing.assert_close(losses[0], losses[1], rtol=1e-5, atol=1e-5)
+
+
+def prefetch_corpus(path, n=30):
+    rng = np.random.default_rng(4)
+    with BinarizedWriter(path, 50) as w:
+        for _ in range(n):
+            w.add(rng.integers(4, 50, rng.integers(2, 9)).tolist(), rng.integers(4, 50, 4).tolist())
+    return ParallelDataset(path)
+
+
+def test_prefetcher_gives_the_streams_batches_and_position(tmp_path):
+    dataset = prefetch_corpus(tmp_path / "d")
+    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, 40, seed=2)
+    cfg = tiny_config()
+    reference = BatchStream(dataset, sampler, cfg)
+    prefetcher = Prefetcher(BatchStream(dataset, sampler, cfg), depth=3)
+    try:
+        for _ in range(3 * len(sampler.batches(0))):  # three epochs
+            expected = reference.next()
+            batch = prefetcher.next()
+            assert torch.equal(batch.src, expected.src) and torch.equal(
+                batch.tgt_out, expected.tgt_out
+            )
+            # The position of the batches taken, not of those collated ahead.
+            assert prefetcher.position == reference.position and prefetcher.epoch == reference.epoch
+    finally:
+        prefetcher.close()
+    assert not prefetcher._thread.is_alive()
+
+
+def test_prefetcher_raises_the_error_of_its_thread(tmp_path):
+    dataset = prefetch_corpus(tmp_path / "d")
+    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, 40, seed=2)
+    stream = BatchStream(dataset, sampler, tiny_config())
+    taken = len(sampler.batches(0))
+
+    def broken(i):
+        raise OSError(f"{tmp_path / 'd'}: cannot read pair {i}")
+
+    prefetcher = Prefetcher(stream, depth=2)
+    first = prefetcher.next()  # the thread may have collated a few batches already
+    assert first.src.size(0) > 0
+    dataset.src = broken  # every batch the thread collates from now on fails
+    with pytest.raises(OSError, match="cannot read pair"):
+        for _ in range(taken + 3):
+            prefetcher.next()
+    prefetcher.close()

@@ -61,3 +61,25 @@ def test_inference_model_casts_matrices_once_and_leaves_the_model_alone():
     assert kinds[nn.Linear] == kinds[nn.Embedding] == torch.bfloat16
     assert kinds[nn.LayerNorm] == torch.float32  # autocast runs layer norms in fp32
     assert all(p.dtype == torch.float32 for p in model.parameters())  # the caller's stays fp32
+
+
+def test_gpus_pad_widths_to_a_multiple_of_8_and_cpus_do_not():
+    assert device.length_multiple(torch.device("cuda")) == 8
+    assert device.length_multiple(CPU) == 1
+
+
+def test_attention_backends_on_cuda_leave_out_cudnn():
+    """The choice is a process-wide flag, so it can be made, and checked, without a GPU."""
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        device.choose_attention_backends(CPU)  # nothing to do on a CPU
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+        device.choose_attention_backends(torch.device("cuda", 0))
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled()
+        assert torch.backends.cuda.mem_efficient_sdp_enabled()
+        device.choose_attention_backends(torch.device("cuda", 0), cudnn=True)
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)

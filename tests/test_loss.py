@@ -81,3 +81,23 @@ def test_autocast_path_matches_fp32(monkeypatch):
     torch.testing.assert_close(out.loss, ref.loss, rtol=2e-2, atol=0)
     torch.testing.assert_close(hidden.grad, ref_grads[0], rtol=5e-2, atol=5e-2)
     torch.testing.assert_close(weight.grad, ref_grads[1], rtol=5e-2, atol=5e-2)
+
+
+def test_target_index_drops_the_same_positions_as_the_pad_mask():
+    """The host's index of non-pad targets (what training passes) equals reading the mask."""
+    torch.manual_seed(3)
+    hidden = torch.randn(2, 4, 5, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(13, 5, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([[1, 0, 5, 12], [4, 7, 0, 0]])
+    by_mask = projected_label_smoothed_loss(hidden, weight, target, 0.1, pad_id=0)
+    by_mask.loss.backward()
+    grads = hidden.grad.clone(), weight.grad.clone()
+    hidden.grad = weight.grad = None
+    index = (target.reshape(-1) != 0).nonzero()[:, 0]
+    by_index = projected_label_smoothed_loss(hidden, weight, target, 0.1, 0, target_index=index)
+    by_index.loss.backward()
+    assert by_index.tokens == by_mask.tokens == 5
+    torch.testing.assert_close(by_index.loss, by_mask.loss)
+    torch.testing.assert_close(by_index.nll, by_mask.nll)
+    torch.testing.assert_close(hidden.grad, grads[0])
+    torch.testing.assert_close(weight.grad, grads[1])

@@ -6,6 +6,7 @@ from conftest import tiny_config, tiny_model
 from torch import nn
 
 from transformer_core.model import (
+    PositionBuffer,
     Transformer,
     matmul_attention,
     parameter_count,
@@ -236,3 +237,25 @@ def test_initializations():
             assert param.std().item() == pytest.approx(0.05, rel=0.1), name
             assert param.mean().abs().item() < 0.01, name
     assert cfg.init == "xavier"  # the paper's code (tensor2tensor) is the default
+
+
+@pytest.mark.parametrize("capacity", [1, 3, 40])  # growing past it, and not
+def test_position_buffer_equals_a_growing_tensor(capacity):
+    """Appends and reorders (rows kept, repeated, dropped) give what concatenation gives."""
+    gen = torch.Generator().manual_seed(7)
+    rows = 6
+    buffer = PositionBuffer(rows, (2, 3), 2, capacity, torch.empty(0))
+    reference = torch.empty(rows, 2, 0, 3)
+    for step in range(9):
+        new_rows = max(1, rows - step // 3)
+        order = torch.randint(0, reference.size(0), (new_rows,), generator=gen)
+        new = torch.randn(new_rows, 2, 1, 3, generator=gen)
+        if step % 2:
+            buffer.append(new, order)
+            reference = torch.cat([reference[order], new], dim=2)
+        elif new_rows == reference.size(0):
+            buffer.append(new)
+            reference = torch.cat([reference, new], dim=2)
+        else:
+            continue
+        assert torch.equal(buffer.values, reference)

@@ -8,6 +8,7 @@ import pytest
 import torch
 from conftest import tiny_config, tiny_model
 
+from transformer_core.device import inference_model
 from transformer_core.errors import UserError
 from transformer_core.search import (
     DecodeOptions,
@@ -45,14 +46,19 @@ class TableModel:
         self.tables = tables
         self.vocab_size = vocab_size
         self.cfg = SimpleNamespace(
-            pad_id=PAD, bos_id=BOS, eos_id=EOS, positional="sinusoidal", max_positions=1024
+            pad_id=PAD,
+            bos_id=BOS,
+            eos_id=EOS,
+            vocab_size=vocab_size,
+            positional="sinusoidal",
+            max_positions=1024,
         )
         self.step_rows = []
 
     def encode(self, src_tokens):
         return src_tokens[:, :1].float() - 10, (src_tokens != PAD)[:, None, None, :]
 
-    def init_state(self, memory, src_mask, beam=1):
+    def init_state(self, memory, src_mask, beam=1, capacity=64):
         return TableState(memory[:, 0].long().repeat_interleave(beam))
 
     def decode_step(self, tokens, state):
@@ -306,3 +312,18 @@ def test_row_topk_equals_topk(width):
     expected = values.topk(min(8, width), dim=1)
     assert torch.equal(top, expected.values)
     assert torch.equal(values.gather(1, index), top)  # the indices point at those values
+
+
+def test_compiled_decoding_copy_returns_the_eager_hypotheses():
+    """device.inference_model(compile=True): the encoder and each layer's step compiled."""
+    model = tiny_model(tiny_config(), seed=5, sharp=True)
+    gen = torch.Generator().manual_seed(6)
+    src = torch.randint(4, 50, (5, 9), generator=gen)
+    src[:, -1] = 3
+    settings = dict(beam_size=4, alpha=0.6, max_len_a=1.0, max_len_b=5, nbest=2)
+    eager = beam_search_nbest(model, src, **settings)
+    compiled = beam_search_nbest(inference_model(model, None, compile=True), src, **settings)
+    assert [[h.tokens for h in hs] for hs in compiled] == [[h.tokens for h in hs] for hs in eager]
+    for c_hyps, e_hyps in zip(compiled, eager, strict=True):
+        for c, e in zip(c_hyps, e_hyps, strict=True):
+            assert c.score == pytest.approx(e.score, abs=1e-5)

@@ -5,17 +5,20 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import TRAIN_SHAPE
+from conftest import TINY_SHAPE, TRAIN_SHAPE
 
 from transformer_core import run_dir
 from transformer_core.checkpoint import list_checkpoints, load_checkpoint, load_model
 from transformer_core.cli import main
-from transformer_core.config import ModelConfig, TrainConfig, parse_overrides
+from transformer_core.config import ModelConfig, TrainConfig, model_config, parse_overrides
 from transformer_core.data.binarized import BinarizedWriter
+from transformer_core.data.dataset import ParallelDataset
 from transformer_core.device import cpu_has_native_bf16
+from transformer_core.distributed import DistContext
 from transformer_core.errors import ConfigError, UserError
+from transformer_core.model import Transformer
 from transformer_core.perplexity import dataset_perplexity
-from transformer_core.train import Trainer, train
+from transformer_core.train import LossModel, Trainer, TrainingDiverged, train
 
 # TRAIN_SHAPE as the command line's options (test_train_resume and test_hostile_inputs use them too).
 TINY = [item for key, value in TRAIN_SHAPE.items() for item in ("--set", f"{key}={value}")]
@@ -429,3 +432,56 @@ def test_trained_model_decodes_what_it_learned(tmp_path):
     outputs = translate_ids(model, sources, DecodeOptions(beam_size=4, max_len_b=10))
     correct = sum(out == src[::-1] for src, out in zip(sources, outputs, strict=True))
     assert correct >= 27, f"{correct} of 30 held-out sources reversed"
+
+
+def test_a_non_finite_step_leaves_the_weights_and_the_next_read_raises(tmp_path):
+    """The divergence check runs on the device: from the first step whose loss is not finite
+    on, fused Adam skips the update; the loop's next read raises, naming that step."""
+    corpus = ParallelDataset(write_corpus(tmp_path / "train"))
+    cfg = TrainConfig(max_tokens=64, tokens_per_step=64, warmup=4, precision="fp32")
+    ctx = DistContext(0, 0, 1, torch.device("cpu"), owns_group=False)
+    trainer = Trainer(model_config("base", vocab_size=24, **TRAIN_SHAPE), cfg, ctx, corpus)
+    try:
+        trainer.train_step()
+        trainer.interval_sums()  # finite: no error
+        assert trainer.skips_on_device  # fused Adam on this torch
+        with torch.no_grad():
+            trainer.model.embedding.weight[5:, 0] = float("nan")
+        poisoned = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+        adam_step = trainer.optimizer.state[trainer.model.embedding.weight]["step"].clone()
+        for _ in range(2):
+            trainer.train_step()
+        after = trainer.model.state_dict()
+        for name, value in poisoned.items():
+            torch.testing.assert_close(after[name], value, rtol=0, atol=0, equal_nan=True)
+        assert torch.equal(
+            trainer.optimizer.state[trainer.model.embedding.weight]["step"], adam_step
+        )
+        with pytest.raises(TrainingDiverged, match="not finite at step 2"):
+            trainer.raise_if_diverged()
+        with pytest.raises(TrainingDiverged, match="not finite at step 2"):
+            trainer.interval_sums()
+    finally:
+        trainer.close()
+
+
+def test_compiled_loss_model_gives_the_eager_loss_and_gradients():
+    """torch.compile of the encoder and decoder stacks (dynamic shapes: one graph for batches
+    of other shapes) computes what eager mode does, to fp32 rounding."""
+    results = []
+    for compile in (False, True):
+        torch.manual_seed(0)
+        loss_model = LossModel(Transformer(ModelConfig(**TINY_SHAPE)), compile)
+        losses = []
+        for rows, src_len, tgt_len in [(3, 7, 5), (4, 9, 6)]:
+            gen = torch.Generator().manual_seed(rows)
+            src = torch.randint(4, 50, (rows, src_len), generator=gen)
+            tgt = torch.randint(4, 50, (rows, tgt_len), generator=gen)
+            loss, _ = loss_model(src, tgt, tgt, 0.1)
+            loss.backward()
+            losses.append(loss.detach())
+        grads = [p.grad for p in loss_model.parameters()]
+        results.append((torch.stack(losses), grads))
+    torch.testing.assert_close(results[1][0], results[0][0], rtol=1e-5, atol=1e-5)
+    for compiled, eager in zip(results[1][1], results[0][1], strict=True):
+        torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-5)

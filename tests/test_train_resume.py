@@ -50,9 +50,11 @@ def train_losses(run_dir):
     ]
 
 
-def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path):
+def kill_and_resume(tmp_path, *options):
+    """Train RUN straight, and again killed with SIGKILL after its first checkpoint and resumed;
+    both final checkpoints, with the two run folders."""
     corpus = write_corpus(tmp_path / "train", n=200)
-    train = ["train", "--train", corpus, *RUN]
+    train = ["train", "--train", corpus, *RUN, *options]
     assert run_here(*train, "--out-dir", tmp_path / "straight") == 0
 
     killed = tmp_path / "killed"
@@ -60,7 +62,7 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path):
         [sys.executable, "-m", "transformer_core", *map(str, train), "--out-dir", str(killed)],
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300
     while (
         not list_checkpoints(killed / "checkpoints")
         and proc.poll() is None
@@ -78,10 +80,15 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path):
     assert a["step"] == b["step"] == 120 and a["data"] == b["data"]
     for key, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][key]), key
+    return a, b, tmp_path / "straight", killed
+
+
+def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path):
+    a, b, straight, killed = kill_and_resume(tmp_path)
     for pid, state in a["optimizer"]["state"].items():
         assert torch.equal(state["exp_avg_sq"], b["optimizer"]["state"][pid]["exp_avg_sq"])
     # The metrics of the killed session after its last checkpoint were replaced, not duplicated.
-    assert train_losses(killed) == train_losses(tmp_path / "straight")
+    assert train_losses(killed) == train_losses(straight)
     assert (
         json.loads((killed / "summary.json").read_text())["tokens_tgt"]
         == a["token_counts"]["tgt_tokens"]

@@ -18,6 +18,7 @@ from transformer_core.errors import ConfigError, UserError
 
 DEVICES = ("auto", "cpu", "cuda")  # device.resolve_device says what each means
 PRECISIONS = ("auto", "fp32", "bf16")  # device.autocast_dtype says what each means
+COMPILE_MODES = ("auto", "on", "off")  # device.use_compile says what each means
 INFERENCE_MAX_TOKENS = 4096  # tokens per batch of decoding and of `ppl`: speed and memory only
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
@@ -229,6 +230,7 @@ class TrainConfig:
     precision: str = "auto"  # auto | fp32 | bf16
     device: str = "auto"  # auto | cpu | cuda
     num_threads: int | None = None  # torch CPU threads; None leaves torch's default
+    compile: str = "auto"  # auto | on | off: torch.compile of the model (device.use_compile)
 
     # Settings that change the trajectory: a resumed run must use the same values.
     TRAJECTORY = (
@@ -273,6 +275,10 @@ class TrainConfig:
         if self.precision not in PRECISIONS:
             raise ConfigError(
                 f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
+            )
+        if self.compile not in COMPILE_MODES:
+            raise ConfigError(
+                f"train.compile must be one of {', '.join(COMPILE_MODES)}, got {self.compile!r}"
             )
         if self.device not in DEVICES:
             raise ConfigError(

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from transformer_core.config import DEVICES, PRECISIONS
+from transformer_core.config import COMPILE_MODES, DEVICES, PRECISIONS
 from transformer_core.errors import UserError
 
 
@@ -31,6 +31,47 @@ def resolve_device(name: str = "auto", local_rank: int = 0) -> torch.device:
             raise UserError("--device cuda was asked for but torch sees no CUDA device")
         return torch.device("cuda", local_rank % torch.cuda.device_count())
     return torch.device("cpu")
+
+
+# GPUs see sequence widths rounded up to a multiple of this (``batching.padded_width``): a fixed
+# set of shapes, and widths that suit the tensor cores. On a CPU padding is only cost.
+LENGTH_MULTIPLE = {"cuda": 8}
+
+
+def length_multiple(device: torch.device) -> int:
+    """The multiple that ``device``'s batch widths are rounded up to (1: none)."""
+    return LENGTH_MULTIPLE.get(device.type, 1)
+
+
+def choose_attention_backends(device: torch.device, cudnn: bool = False) -> None:
+    """On CUDA, let ``scaled_dot_product_attention`` pick among flash, memory-efficient and math
+    kernels only, unless ``cudnn``.
+
+    cuDNN's attention builds an execution plan on the host for every input shape it has not
+    seen, and the shapes of training batches and of every decoding step keep changing; the
+    other kernels take any shape at no host cost. Process-wide, like every torch backend flag;
+    nothing to do on other devices.
+    """
+    if device.type == "cuda":
+        torch.backends.cuda.enable_cudnn_sdp(cudnn)
+
+
+# Where ``compile: auto`` compiles: the device types on which torch.compile was measured
+# faster, for training and for decoding (README, "Compilation").
+COMPILE_BY_DEFAULT: dict[str, tuple[str, ...]] = {"train": (), "decode": ()}
+
+
+def use_compile(device: torch.device, mode: str, what: str) -> bool:
+    """Whether to torch.compile the model for ``what`` ("train" or "decode") on ``device``.
+
+    ``on`` and ``off`` say so; ``auto`` compiles where it was measured faster
+    (``COMPILE_BY_DEFAULT``). Compilation fuses the elementwise operators between the matrix
+    products and launches fewer, larger kernels; it costs time once, at the first batch of
+    each new kind of shape.
+    """
+    if mode not in COMPILE_MODES:
+        raise UserError(f"--compile must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
+    return device.type in COMPILE_BY_DEFAULT[what] if mode == "auto" else mode == "on"
 
 
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -92,11 +133,15 @@ def setup_device(
             raise UserError(f"--num-threads must be at least 1, got {num_threads}")
         torch.set_num_threads(num_threads)
     resolved = resolve_device(device)
+    choose_attention_backends(resolved)
     return resolved, autocast_dtype(resolved, precision)
 
 
-def inference_model(model: nn.Module, autocast: torch.dtype | None) -> nn.Module:
-    """The model to decode with under ``autocast``: for bf16, a copy whose matrices are bf16.
+def inference_model(
+    model: nn.Module, autocast: torch.dtype | None, compile: bool = False
+) -> nn.Module:
+    """The model to decode with under ``autocast``: for bf16, a copy whose matrices are bf16;
+    with ``compile``, a copy whose encoder and decoder steps are compiled.
 
     Autocast casts every fp32 weight to bf16 again at every call it makes; in beam
     search, one call per layer per output token, that copying took 39% of the decoding
@@ -104,13 +149,21 @@ def inference_model(model: nn.Module, autocast: torch.dtype | None) -> nn.Module
     modules once gives autocast's own arithmetic (it computes those products in bf16
     anyway) without the copies. Layer norms keep fp32 weights and autocast runs them in
     fp32; the embedding lookups (tokens, and learned positions) are the only values
-    rounded to bf16 earlier than under autocast alone. The caller's model is left as it
-    is (fp32, for training or another decode).
+    rounded to bf16 earlier than under autocast alone.
+
+    Compilation (``torch.compile``, dynamic shapes) covers ``encode`` and each decoder
+    layer's ``attend_and_transform``, everything of a step but the cache updates. The
+    caller's model is left as it is (fp32, for training or another decode).
     """
-    if autocast is None:
+    if autocast is None and not compile:
         return model
-    half = copy.deepcopy(model)
-    for module in half.modules():
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            module.to(autocast)
-    return half
+    copied = copy.deepcopy(model)
+    if autocast is not None:
+        for module in copied.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                module.to(autocast)
+    if compile:
+        copied.encode = torch.compile(copied.encode, dynamic=True)
+        for layer in copied.decoder_layers:
+            layer.attend_and_transform = torch.compile(layer.attend_and_transform, dynamic=True)
+    return copied

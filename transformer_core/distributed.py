@@ -7,7 +7,10 @@ port is chosen here: torchrun's rendezvous does that, on one node or many. With
 no WORLD_SIZE (or WORLD_SIZE=1) the same code runs as one plain process.
 
 NCCL on GPUs, gloo on CPUs. Initialization and teardown are idempotent: a
-process group that already exists is reused and left alone at teardown.
+process group that already exists is reused and left alone at teardown. Numbers
+the host already holds (token counts) are summed over a gloo group in host
+memory, so that summing them never waits for the GPU; tensors on the device are
+summed where they are (``all_reduce_``), queued behind the work that makes them.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from transformer_core.device import resolve_device
+from transformer_core.device import choose_attention_backends, resolve_device
 from transformer_core.errors import UserError
 
 
@@ -32,6 +35,7 @@ class DistContext:
     world_size: int
     device: torch.device
     owns_group: bool  # we created the process group, so we destroy it
+    host_group: Any = None  # gloo group for host numbers when the default group is NCCL
 
     @property
     def distributed(self) -> bool:
@@ -59,6 +63,7 @@ def setup(device_name: str = "auto") -> DistContext:
     rank = _env_int("RANK", 0)
     local_rank = _env_int("LOCAL_RANK", 0)
     device = resolve_device(device_name, local_rank)
+    choose_attention_backends(device)
     if world_size <= 1:
         return DistContext(0, 0, 1, device, owns_group=False)
     if not dist.is_available():
@@ -75,7 +80,8 @@ def setup(device_name: str = "auto") -> DistContext:
             f"process group (rank {dist.get_rank()} of {dist.get_world_size()}) does not "
             f"match RANK={rank} WORLD_SIZE={world_size}"
         )
-    return DistContext(rank, local_rank, world_size, device, owns_group=owns)
+    host_group = dist.new_group(backend="gloo") if dist.get_backend() != "gloo" else None
+    return DistContext(rank, local_rank, world_size, device, owns, host_group)
 
 
 def teardown(ctx: DistContext) -> None:
@@ -85,12 +91,25 @@ def teardown(ctx: DistContext) -> None:
 
 
 def all_reduce_sum(values: list[float], ctx: DistContext) -> list[float]:
-    """Sum a few numbers over all ranks (float64: exact for token counts below 2^53)."""
+    """Sum a few host numbers over all ranks (float64: exact for token counts below 2^53).
+
+    In host memory, over gloo: no device work is waited for.
+    """
     if not ctx.distributed:
         return list(values)
-    tensor = torch.tensor(values, dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    tensor = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=ctx.host_group)
     return tensor.tolist()
+
+
+def all_reduce_(tensor: torch.Tensor, ctx: DistContext, op: str = "sum") -> torch.Tensor:
+    """Sum (or ``op="max"``) ``tensor`` over all ranks, in place on its device; returns it.
+
+    On a GPU the collective is queued like a kernel: the host does not wait for it.
+    """
+    if ctx.distributed:
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM)
+    return tensor
 
 
 def gather_objects(obj: Any, ctx: DistContext) -> list[Any]:

@@ -35,7 +35,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+
+import numpy as np
 
 from transformer_core.config import ModelConfig, model_config
 from transformer_core.paper import PAPER_TRAINING_RUNS
@@ -127,15 +130,20 @@ class TokenCounts:
     tgt_causal: int = 0  # sum of T(T+1)/2 (decoder self-attention pairs)
     src_tgt: int = 0  # sum of S*T (encoder-decoder attention pairs)
 
-    def add(self, src_lens: list[int], tgt_lens: list[int]) -> None:
+    def add(
+        self, src_lens: Sequence[int] | np.ndarray, tgt_lens: Sequence[int] | np.ndarray
+    ) -> None:
         """Account for one batch, given each sentence's source and target length."""
-        self.sentences += len(src_lens)
-        for s, t in zip(src_lens, tgt_lens, strict=True):
-            self.src_tokens += s
-            self.tgt_tokens += t
-            self.src_sq += s * s
-            self.tgt_causal += t * (t + 1) // 2
-            self.src_tgt += s * t
+        s = np.asarray(src_lens, dtype=np.int64)
+        t = np.asarray(tgt_lens, dtype=np.int64)
+        if s.shape != t.shape:
+            raise ValueError(f"{s.size} source lengths but {t.size} target lengths")
+        self.sentences += int(s.size)
+        self.src_tokens += int(s.sum())
+        self.tgt_tokens += int(t.sum())
+        self.src_sq += int((s * s).sum())
+        self.tgt_causal += int((t * (t + 1) // 2).sum())
+        self.src_tgt += int((s * t).sum())
 
     def merge(self, other: TokenCounts) -> None:
         for key, value in asdict(other).items():

@@ -41,12 +41,18 @@ class LossSums(NamedTuple):
 class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
     """Summed label-smoothed cross-entropy of ``hidden @ weight.T``, fused and chunked over tokens.
 
-    For ``rows`` tokens at a time: logits, log-softmax in place, the loss, and at
-    once the gradient d loss / d z = softmax(z) - q in place, pushed through the
-    projection into d hidden and d weight (Liger-Kernel's fused linear
-    cross-entropy). The (N, V) logits never exist whole: one (rows, V) buffer
-    at a time instead of several (N, V) tensors, each of them a fresh, page-faulting
-    allocation. Backward only scales the stored gradients by the incoming one.
+    For ``rows`` tokens at a time: the logits z, their log-softmax, and at once the
+    gradient d loss / d z = softmax(z) - q, pushed through the projection into
+    d hidden and d weight (Liger-Kernel's fused linear cross-entropy). The (N, V)
+    logits never exist whole. Backward only scales the stored gradients.
+
+    The logits are passed over as few times as the math needs: one log-softmax
+    (fp32, from bf16 logits under autocast) and one exp that writes the gradient.
+    What else the loss needs of a row comes from its target entry and from
+    sum_k z_k = h . sum_k W_k, a product with the weight's column sum; and the
+    uniform part of q, eps / V on every entry, enters the gradients as that same
+    column sum (d hidden) and the column sum of the hidden states (d weight),
+    instead of a pass over the logits.
     """
 
     @staticmethod
@@ -59,43 +65,51 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
         rows: int,
         need_grad: bool,
     ) -> tuple[Tensor, Tensor]:
-        vocab = weight.size(0)
-        dtype = torch.promote_types(
-            weight.dtype, torch.float32
-        )  # fp32 math for half-precision inputs
+        n, vocab = hidden.size(0), weight.size(0)
+        dtype = torch.promote_types(weight.dtype, torch.float32)  # fp32 math for bf16 weights
+        autocast = torch.is_autocast_enabled(hidden.device.type)
+        # bf16 products under autocast (each chunk's hidden states cast once; the weight's
+        # cast is autocast's, cached for the step); fp32 buffers reused by every chunk without.
+        low = torch.get_autocast_dtype(hidden.device.type) if autocast else None
+        plain = low is None and hidden.dtype == weight.dtype == dtype
+        column_sum = weight.sum(0, dtype=dtype)  # sum_k W_k: (d,)
         nll = torch.zeros((), dtype=dtype, device=hidden.device)
-        log_prob_sum = torch.zeros((), dtype=dtype, device=hidden.device)
+        lse_sum = torch.zeros((), dtype=dtype, device=hidden.device)  # sum over rows of logsumexp
         grad_hidden = torch.empty_like(hidden) if need_grad else None
         grad_weight = torch.zeros_like(weight, dtype=dtype) if need_grad else None
-        # Without autocast, one logits buffer serves every chunk and the gradients are written in
-        # place (out=, addmm_): no fresh (rows, V) or (V, d) tensors. Under autocast the
-        # matmuls must be out-of-place to run in bf16.
-        plain = (
-            not torch.is_autocast_enabled(hidden.device.type)
-            and hidden.dtype == weight.dtype == dtype
-        )
-        buffer = hidden.new_empty(min(rows, hidden.size(0)), vocab) if plain else None
-        for start in range(0, hidden.size(0), rows):
+        width = min(rows, n)
+        logits = hidden.new_empty(width, vocab) if plain else None
+        grad_low = hidden.new_empty(width, vocab, dtype=low) if need_grad and low else None
+        for start in range(0, n, rows):
             h, t = hidden[start : start + rows], target[start : start + rows, None]
-            if plain:
-                z = torch.mm(h, weight.t(), out=buffer[: h.size(0)])  # (rows, V)
+            if low is not None:
+                z = F.linear(h.to(low), weight)  # (rows, V) bf16
+            elif plain:
+                z = torch.mm(h, weight.t(), out=logits[: h.size(0)])
             else:
-                z = F.linear(h, weight).to(dtype)  # bf16 matmul under autocast, fp32 log-softmax
-            torch.log_softmax(z, dim=-1, out=z)
-            nll -= z.gather(1, t).sum()
-            if epsilon:
-                log_prob_sum += z.sum()
+                z = F.linear(h, weight)
+            z_target = z.gather(1, t).to(dtype)  # (rows, 1), before the log-softmax overwrites z
+            log_p = torch.log_softmax(z, dim=-1, dtype=dtype, out=z if plain else None)
+            log_p_target = log_p.gather(1, t)
+            nll -= log_p_target.sum()
+            lse_sum += (z_target - log_p_target).sum()  # lse = z_y - log p_y
             if need_grad:
-                grad = z.exp_()  # softmax
-                grad.scatter_add_(1, t, grad.new_full(t.shape, epsilon - 1.0))
-                if epsilon:
-                    grad.sub_(epsilon / vocab)
+                # softmax - (1 - eps) onehot(y); the eps / V on every entry is added below.
+                grad = torch.exp(log_p, out=grad_low[: h.size(0)]) if low else log_p.exp_()
+                grad.scatter_(1, t, (log_p_target.exp() + (epsilon - 1.0)).to(grad.dtype))
                 if plain:
                     torch.mm(grad, weight, out=grad_hidden[start : start + rows])
                     grad_weight.addmm_(grad.t(), h)
                 else:
                     grad_hidden[start : start + rows] = grad @ weight
-                    grad_weight += grad.t() @ h
+                    grad_weight += grad.t() @ h.to(grad.dtype)
+        # sum over rows of sum_k log p_k = sum_k z_k - V lse, where the rows' sum_k z_k is
+        # (sum of the hidden states) . column_sum (elementwise: autocast leaves it in fp32).
+        hidden_sum = hidden.sum(0, dtype=dtype)
+        log_prob_sum = (hidden_sum * column_sum).sum() - vocab * lse_sum
+        if need_grad and epsilon:
+            grad_hidden.sub_((epsilon / vocab) * column_sum.to(grad_hidden.dtype))
+            grad_weight.sub_((epsilon / vocab) * hidden_sum)
         loss = (1.0 - epsilon) * nll - (epsilon / vocab) * log_prob_sum if epsilon else nll.clone()
         ctx.save_for_backward(grad_hidden, grad_weight)
         ctx.mark_non_differentiable(nll)
@@ -108,24 +122,36 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
         return grad_hidden.mul_(grad_loss), grad_weight.mul_(grad_loss), None, None, None, None
 
 
-# Logits per chunk: 16M floats (64 MiB in fp32) on a CPU, four times that on a GPU.
-CHUNK_ELEMENTS = {"cpu": 1 << 24, "cuda": 1 << 26}
+# Logits per chunk: 16M floats (64 MiB in fp32) on a CPU; 128M on a GPU (a 12,500-token
+# micro-batch of a 37,000-piece vocabulary in 4 chunks: 0.5 GiB of fp32 log-probabilities).
+CHUNK_ELEMENTS = {"cpu": 1 << 24, "cuda": 1 << 27}
 
 
 def projected_label_smoothed_loss(
-    hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad_id: int = 0
+    hidden: Tensor,
+    weight: Tensor,
+    target: Tensor,
+    epsilon: float,
+    pad_id: int = 0,
+    target_index: Tensor | None = None,
 ) -> LossSums:
     """Summed label-smoothed loss and NLL of logits ``hidden @ weight.T`` against ``target``.
 
     ``hidden`` (..., d) are the decoder outputs, ``weight`` (V, d) the tied
     pre-softmax projection, ``target`` (...) the token ids; pad positions are
-    dropped before the projection. Log-probabilities are fp32 even under bf16 autocast.
+    dropped before the projection: those not in ``target_index`` (the flattened
+    positions of the non-pad targets, which the host knows from the batch), or,
+    without it, those equal to ``pad_id`` (which reads ``target`` back: a GPU
+    synchronization). Log-probabilities are fp32 even under bf16 autocast.
     """
     hidden = hidden.reshape(-1, hidden.size(-1))
     target = target.reshape(-1)
-    keep = target != pad_id
-    if not bool(keep.all()):
-        hidden, target = hidden[keep], target[keep]
+    if target_index is not None:
+        hidden, target = hidden.index_select(0, target_index), target.index_select(0, target_index)
+    else:
+        keep = target != pad_id
+        if not bool(keep.all()):
+            hidden, target = hidden[keep], target[keep]
     rows = max(1, CHUNK_ELEMENTS.get(hidden.device.type, 1 << 24) // weight.size(0))
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     loss, nll = _ProjectedSmoothedCrossEntropy.apply(

@@ -12,7 +12,8 @@ Contract used by the rest of the pipeline:
 shape (batch, tgt_len, vocab); padding is ``cfg.pad_id`` (right-padded); the
 decoder input starts with ``cfg.bos_id``. For decoding, ``encode`` +
 ``init_state`` + ``decode_step`` run the decoder one token at a time with
-cached keys and values, so one step costs O(t), not O(t^2).
+cached keys and values, so one step costs O(t), not O(t^2); the caches are
+preallocated (``PositionBuffer``), so a step allocates nothing.
 """
 
 from __future__ import annotations
@@ -146,36 +147,64 @@ class EncoderLayer(nn.Module):
         return self.norm_2(x + self.dropout(self.feed_forward(x)))
 
 
+class PositionBuffer:
+    """Values of a batch of decoder rows at positions 0..length-1, along dimension ``dim``.
+
+    Preallocated to ``capacity`` positions, with a spare buffer of the same size, so that
+    decoding allocates nothing per step: appending a position writes in place, and
+    reordering the rows (beam search keeping the parents of its survivors, or sentences
+    leaving the batch) copies the filled positions into the spare with one index_select
+    and swaps the two. Past ``capacity`` both buffers grow to twice their length.
+    """
+
+    def __init__(self, rows: int, shape: tuple[int, ...], dim: int, capacity: int, like: Tensor):
+        self.dim, self.length = dim, 0
+        full = (rows, *shape[: dim - 1], max(1, capacity), *shape[dim - 1 :])
+        self.buffer = like.new_empty(full)
+        self.spare = like.new_empty(full)
+        self.values = self.buffer.narrow(dim, 0, 0)  # the filled positions of the current rows
+
+    def append(self, new: Tensor, rows: Tensor | None = None) -> None:
+        """Take rows ``rows`` first (None: keep them all, in order), then append position
+        ``new`` (one per row, of size 1 along ``dim``)."""
+        if self.length == self.buffer.size(self.dim):
+            self._grow()
+        if rows is not None:
+            taken = self.spare[: rows.size(0)].narrow(self.dim, 0, self.length)
+            torch.index_select(self.values, 0, rows, out=taken)
+            self.buffer, self.spare = self.spare, self.buffer
+        self.length += 1
+        self.values = self.buffer[: new.size(0)].narrow(self.dim, 0, self.length)
+        self.values.narrow(self.dim, self.length - 1, 1).copy_(new)
+
+    def _grow(self) -> None:
+        shape = list(self.buffer.shape)
+        shape[self.dim] *= 2
+        grown = self.buffer.new_empty(shape)
+        self.values = grown[: self.values.size(0)].narrow(self.dim, 0, self.length)
+        self.values.copy_(self.buffer[: self.values.size(0)].narrow(self.dim, 0, self.length))
+        self.buffer, self.spare = grown, self.buffer.new_empty(shape)
+
+
 @dataclass
 class LayerCache:
-    """Cached keys/values of one decoder layer: growing self-attention, fixed encoder-decoder.
+    """Cached keys/values of one decoder layer: self-attention ones that grow by a position a
+    step (in a ``PositionBuffer``), and fixed encoder-decoder ones.
 
     Self-attention keys/values have one row per decoder row (N * beam); the
     encoder-decoder ones one row per source sentence (N), shared by its beam.
     """
 
-    self_k: Tensor  # (N * beam, h, t, d_k)
-    self_v: Tensor  # (N * beam, h, t, d_v)
+    self_k: PositionBuffer  # (N * beam, h, t, d_k)
+    self_v: PositionBuffer  # (N * beam, h, t, d_v)
     cross_k: Tensor  # (N, h, S, d_k)
     cross_v: Tensor  # (N, h, S, d_v)
 
     def append(self, k: Tensor, v: Tensor, rows: Tensor | None) -> None:
         """Append one position's self-attention key/value (R, h, 1, d), taking cache rows
-        ``rows`` first (None: all rows, in order): one copy per step, not a gather then a cat."""
-        self.self_k = _gather_append(self.self_k, rows, k)
-        self.self_v = _gather_append(self.self_v, rows, v)
-
-
-def _gather_append(cache: Tensor, rows: Tensor | None, new: Tensor) -> Tensor:
-    """``cat([cache[rows], new], dim=2)`` written straight into one new tensor."""
-    length = cache.size(2)
-    out = new.new_empty(new.size(0), new.size(1), length + 1, new.size(3))
-    if rows is None:
-        out[:, :, :length] = cache
-    else:
-        torch.index_select(cache, 0, rows, out=out[:, :, :length])
-    out[:, :, length:] = new
-    return out
+        ``rows`` first (None: all rows, in order)."""
+        self.self_k.append(k, rows)
+        self.self_v.append(v, rows)
 
 
 class DecoderLayer(nn.Module):
@@ -213,16 +242,37 @@ class DecoderLayer(nn.Module):
         sentence instead of ``beam``.
         """
         cache.append(*self.self_attn.project_kv(y), rows)
+        return self.attend_and_transform(
+            y,
+            cache.self_k.values,
+            cache.self_v.values,
+            cache.cross_k,
+            cache.cross_v,
+            src_mask,
+            beam,
+        )
+
+    def attend_and_transform(
+        self,
+        y: Tensor,
+        self_k: Tensor,
+        self_v: Tensor,
+        cross_k: Tensor,
+        cross_v: Tensor,
+        src_mask: Tensor,
+        beam: int,
+    ) -> Tensor:
+        """The rest of ``step`` once the cache holds this position: a function of tensors alone
+        (what ``device.inference_model`` compiles). Decoding runs in eval mode, where dropout
+        is the identity: it is left out."""
         # The newest position may attend to every cached one: no mask needed.
-        attended = self.self_attn.attend(y, cache.self_k, cache.self_v, decoding=True)
-        y = self.norm_1(y + self.dropout(attended))
+        attended = self.self_attn.attend(y, self_k, self_v, decoding=True)
+        y = self.norm_1(y + attended)
         n_rows, _, d_model = y.shape
         grouped = y.view(n_rows // beam, beam, d_model)  # (N, beam, d_model)
-        attended = self.cross_attn.attend(
-            grouped, cache.cross_k, cache.cross_v, src_mask, decoding=True
-        )
-        y = self.norm_2(y + self.dropout(attended.view(n_rows, 1, d_model)))
-        return self.norm_3(y + self.dropout(self.feed_forward(y)))
+        attended = self.cross_attn.attend(grouped, cross_k, cross_v, src_mask, decoding=True)
+        y = self.norm_2(y + attended.view(n_rows, 1, d_model))
+        return self.norm_3(y + self.feed_forward(y))
 
 
 @dataclass
@@ -347,21 +397,26 @@ class Transformer(nn.Module):
         return self.decode(tgt_in_tokens, memory, src_mask)
 
     # -- incremental decoding -----------------------------------------------------------
-    def init_state(self, memory: Tensor, src_mask: Tensor, beam: int = 1) -> DecoderState:
+    def init_state(
+        self, memory: Tensor, src_mask: Tensor, beam: int = 1, capacity: int = 64
+    ) -> DecoderState:
         """State for ``beam`` decoder rows per sentence of ``memory`` (N, S, d_model).
 
         The encoder-decoder keys/values are computed once per sentence; the
-        self-attention caches start empty.
+        self-attention caches start empty, with room for ``capacity`` positions (the
+        longest output the search allows; they grow if it is exceeded).
         """
         rows = memory.size(0) * beam
         layers = []
         for layer in self.decoder_layers:
             cross_k, cross_v = layer.cross_attn.project_kv(memory)
             attn = layer.self_attn
+            # The dtype the projections produce (bf16 under autocast), on memory's device.
+            like = cross_k
             layers.append(
                 LayerCache(
-                    self_k=memory.new_zeros(rows, attn.h, 0, attn.d_k),
-                    self_v=memory.new_zeros(rows, attn.h, 0, attn.d_v),
+                    self_k=PositionBuffer(rows, (attn.h, attn.d_k), 2, capacity, like),
+                    self_v=PositionBuffer(rows, (attn.h, attn.d_v), 2, capacity, like),
                     cross_k=cross_k,
                     cross_v=cross_v,
                 )

@@ -24,6 +24,11 @@ beam k, vocabulary V):
    reached its maximum length. Done sentences leave the batch: the decoder state
    is shrunk with ``DecoderState.reorder``, so they stop costing compute.
 
+Everything above stays on the device: finished hypotheses are written into
+device buffers (``FinishedHypotheses``), and the host reads one small thing per
+step, which sentences are done, to know when to stop and whom to drop. A
+batch's hypotheses come back to the host in one transfer at its end.
+
 The bound of (b). A live hypothesis with log-prob L <= 0 after t tokens can only
 end as some Y' with log P(Y') <= L (every further token has probability <= 1)
 and t < |Y'| <= max_len. Its score is therefore at most
@@ -46,6 +51,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer_core.config import DecodeOptions
+from transformer_core.model import PositionBuffer
 
 
 def _options(options: DecodeOptions | None, settings: dict[str, Any]) -> DecodeOptions:
@@ -96,19 +102,109 @@ def _position_cap(model: nn.Module) -> int | None:
     return cfg.max_positions if getattr(cfg, "positional", "sinusoidal") == "learned" else None
 
 
-def _next_log_probs(model: nn.Module, tokens: Tensor, state, step: int, min_len: int) -> Tensor:
+def blocked_tokens(cfg, device: torch.device) -> tuple[Tensor, Tensor]:
+    """Two (V,) rows to add to log-probs: -inf at pad and BOS (never generated), and the
+    same with EOS too (before ``min_len`` real tokens exist)."""
+    never = torch.zeros(cfg.vocab_size, device=device)
+    never[[cfg.pad_id, cfg.bos_id]] = -math.inf
+    no_eos = never.clone()
+    no_eos[cfg.eos_id] = -math.inf
+    return never, no_eos
+
+
+def _next_log_probs(
+    model: nn.Module, tokens: Tensor, state, step: int, min_len: int, blocked: tuple[Tensor, Tensor]
+) -> Tensor:
     """Log-probs (rows, V) of the next token, in fp32, with the never-generated tokens masked.
 
-    ``step`` is the number of tokens generated once this one is chosen (1-based).
+    ``step`` is the number of tokens generated once this one is chosen (1-based);
+    ``blocked`` is ``blocked_tokens``'s pair.
     """
-    cfg = model.cfg
     log_probs = model.decode_step(tokens, state).float()
     torch.log_softmax(log_probs, dim=-1, out=log_probs)  # in place: no second (rows, V) tensor
-    log_probs[:, cfg.pad_id] = -math.inf
-    log_probs[:, cfg.bos_id] = -math.inf
-    if step - 1 < min_len:  # EOS now would leave fewer than min_len real tokens
-        log_probs[:, cfg.eos_id] = -math.inf
-    return log_probs
+    # EOS now would leave fewer than min_len real tokens: blocked with the never-generated ones.
+    return log_probs.add_(blocked[1] if step - 1 < min_len else blocked[0])
+
+
+class FinishedHypotheses:
+    """The finished hypotheses of a batch, kept on the device until the batch ends.
+
+    Per sentence, up to ``slots`` of them in the order they finished (a sentence
+    takes at most k per step and is done once k have finished, so fewer than 2k ever
+    do), each with its tokens, length, score and log-prob; and the ``nbest`` best
+    scores so far, which the stopping rule needs every step. ``results`` brings
+    everything to the host in one transfer.
+    """
+
+    def __init__(self, sentences: int, beam: int, nbest: int, capacity: int, device):
+        self.slots, self.nbest = 2 * beam, nbest
+        dump = self.slots + 1  # one more slot: where candidates that did not finish are written
+        self.tokens = torch.zeros(
+            sentences, dump, max(1, capacity), dtype=torch.long, device=device
+        )
+        self.lengths = torch.zeros(sentences, dump, dtype=torch.long, device=device)
+        self.scores = torch.zeros(sentences, dump, device=device)
+        self.log_probs = torch.zeros(sentences, dump, device=device)
+        self.count = torch.zeros(sentences, dtype=torch.long, device=device)
+        self.best = torch.full((sentences, nbest), -math.inf, device=device)  # sorted, best first
+
+    def add(
+        self,
+        sentences: Tensor,
+        finished: Tensor,
+        history: Tensor,
+        tokens: Tensor,
+        log_probs: Tensor,
+        penalty: float,
+        eos_id: int,
+    ) -> None:
+        """Record the candidates ``finished`` (A, k) of sentences ``sentences`` (A,): their
+        earlier tokens ``history`` (A, k, t - 1), last tokens ``tokens`` (A, k) (not kept
+        when EOS) and log-probs ``log_probs`` (A, k); a score is log-prob / ``penalty``."""
+        steps = history.size(2) + 1
+        if steps > self.tokens.size(2):  # a cache of too little capacity grew: so do we
+            grown = torch.zeros_like(self.tokens).repeat(1, 1, 2)
+            grown[:, :, : self.tokens.size(2)] = self.tokens
+            self.tokens = grown
+        count = self.count[sentences]
+        slot = count[:, None] + finished.cumsum(1) - 1  # (A, k): the next free slots, in order
+        slot = torch.where(finished, slot, self.slots)  # the rest to the dump slot
+        row = sentences[:, None].expand_as(slot)
+        self.tokens[row, slot, : steps - 1] = history
+        self.tokens[row, slot, steps - 1] = tokens
+        self.lengths[row, slot] = steps - (tokens == eos_id).long()
+        scores = log_probs / penalty
+        self.scores[row, slot] = scores
+        self.log_probs[row, slot] = log_probs
+        self.count[sentences] = count + finished.sum(1)
+        candidates = torch.where(finished, scores, -math.inf)
+        merged = torch.cat([self.best[sentences], candidates], dim=1)
+        self.best[sentences] = merged.topk(self.nbest, dim=1).values
+
+    def results(self, nbest: int) -> list[list[Hypothesis]]:
+        """Each sentence's ``nbest`` best hypotheses, best first (ties: the one that finished
+        first), read from the device once the batch is done."""
+        slots = slice(0, self.slots)
+        count, lengths, scores, log_probs = (
+            t.tolist()
+            for t in (
+                self.count,
+                self.lengths[:, slots],
+                self.scores[:, slots],
+                self.log_probs[:, slots],
+            )
+        )
+        tokens = self.tokens[:, slots].tolist()
+        out = []
+        for s, n in enumerate(count):
+            order = sorted(range(n), key=lambda j: -scores[s][j])  # stable
+            out.append(
+                [
+                    Hypothesis(tokens[s][j][: lengths[s][j]], scores[s][j], log_probs[s][j])
+                    for j in order[:nbest]
+                ]
+            )
+        return out
 
 
 def row_topk(values: Tensor, k: int, block: int = 128) -> tuple[Tensor, Tensor]:
@@ -161,40 +257,40 @@ def beam_search_nbest(
     device = src_tokens.device
     if batch == 0:
         return []
-    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]  # best first, fewer than 2k
 
     max_lens = max_output_lengths(
         src_tokens, cfg.pad_id, options.max_len_a, options.max_len_b, _position_cap(model)
-    )
+    )  # (N,) on the device
+    longest = int(max_lens.max())  # one read per batch: the length the buffers need
     memory, src_mask = model.encode(src_tokens)
-    state = model.init_state(memory, src_mask, beam=k)  # k decoder rows per sentence
+    state = model.init_state(memory, src_mask, beam=k, capacity=longest)  # k rows per sentence
+    finished = FinishedHypotheses(batch, k, nbest, longest, device)
+    blocked = blocked_tokens(cfg, device)
 
-    active = torch.arange(batch)  # original index of each active sentence (CPU)
-    active_max_lens = max_lens.to(device)  # (A,)
+    active = list(range(batch))  # original index of each active sentence (host)
+    active_index = torch.arange(batch, device=device)  # the same, on the device
+    active_max_lens = max_lens  # (A,)
+    max_len_penalty = length_penalty(max_lens.to(torch.float32), alpha)  # (A,) lp(max_len)
     # Only beam 0 is real at the start; the others would duplicate it.
     scores = torch.full((batch, k), -math.inf, device=device)  # (A, k) log-probs of live hypotheses
     scores[:, 0] = 0.0
     tokens = torch.full((batch * k,), cfg.bos_id, dtype=torch.long, device=device)  # last inputs
-    history = torch.empty(
-        batch * k, 0, dtype=torch.long, device=device
-    )  # (A*k, t) generated so far
-    kth_finished = torch.full((batch,), -math.inf)  # nbest-th best finished score (CPU)
-    n_finished = torch.zeros(batch, dtype=torch.long)  # (CPU)
+    history = PositionBuffer(batch * k, (), 1, longest, tokens)  # (A*k, t) generated so far
     offsets = torch.arange(batch, device=device)[:, None] * k
+    order_rank = torch.arange(2 * k, device=device)
 
     step = 0
     while True:  # until every sentence is done
         step += 1
-        n_active = active.numel()
+        n_active = len(active)
         # 2 x beam size in case half are EOS. A sentence's 2k best extensions are among
         # the 2k best of each of its rows, so the per-row top 2k are the only candidates.
-        log_probs = _next_log_probs(model, tokens, state, step, min_len)  # (A*k, V)
+        log_probs = _next_log_probs(model, tokens, state, step, min_len, blocked)  # (A*k, V)
         row_log_probs, row_tokens = row_topk(log_probs, 2 * k)
         per_row = row_log_probs.size(1)  # 2k, or V if smaller
         candidates = (scores.view(-1, 1) + row_log_probs).view(n_active, k * per_row)
-        cand_scores, cand_index = candidates.topk(
-            min(2 * k, k * per_row), dim=1
-        )  # (A, 2k) best first
+        width = min(2 * k, k * per_row)
+        cand_scores, cand_index = candidates.topk(width, dim=1)  # (A, 2k) best first
         cand_parent = torch.div(cand_index, per_row, rounding_mode="floor")
         cand_token = row_tokens.view(n_active, k * per_row).gather(1, cand_index)
         at_max = (active_max_lens <= step)[:, None]  # (A, 1)
@@ -203,55 +299,44 @@ def beam_search_nbest(
 
         # Finished: ending candidates among the k best with a finite score.
         fin = ends[:, :k] & torch.isfinite(cand_scores[:, :k])
-        fin_where = fin.nonzero().tolist()
-        if fin_where:
-            fin_rows = cand_rows[:, :k][fin]
-            fin_tok = cand_token[:, :k][fin]
-            fin_log_prob = cand_scores[:, :k][fin]
-            fin_score = (fin_log_prob / length_penalty(float(step), alpha)).tolist()
-            fin_hist = history.index_select(0, fin_rows).tolist()
-            fin_tok = fin_tok.tolist()
-            fin_log_prob = fin_log_prob.tolist()
-            touched = set()
-            for j, (a, _) in enumerate(fin_where):
-                seq = fin_hist[j] if fin_tok[j] == cfg.eos_id else fin_hist[j] + [fin_tok[j]]
-                sentence = int(active[a])
-                finished[sentence].append(Hypothesis(seq, fin_score[j], fin_log_prob[j]))
-                touched.add(sentence)
-            for sentence in touched:
-                hyps = finished[sentence]
-                hyps.sort(key=lambda h: -h.score)  # stable: ties keep the earlier (shorter) one
-                n_finished[sentence] = len(hyps)
-                if len(hyps) >= nbest:
-                    kth_finished[sentence] = hyps[nbest - 1].score
+        parents = history.values.index_select(0, cand_rows[:, :k].reshape(-1))
+        finished.add(
+            active_index,
+            fin,
+            parents.view(n_active, k, step - 1),
+            cand_token[:, :k],
+            cand_scores[:, :k],
+            length_penalty(float(step), alpha),
+            cfg.eos_id,
+        )
 
         # Live: the k best candidates that do not end (ending ones ranked after all others).
-        rank = torch.arange(ends.size(1), device=device) + ends * ends.size(1)
+        rank = order_rank[:width] + ends * width
         order = rank.topk(k, dim=1, largest=False).indices  # (A, k), best first
         live_scores = cand_scores.gather(1, order)  # (A, k)
         live_rows = cand_rows.gather(1, order)
         live_token = cand_token.gather(1, order)
 
-        # Which sentences are done (on the CPU: one small transfer per step).
-        lp_bound = length_penalty(active_max_lens.to(live_scores.dtype), alpha).clamp(
-            min=length_penalty(float(step + 1), alpha)
-        )  # max(lp(t + 1), lp(max_len))
-        bound = (live_scores[:, 0] / lp_bound).cpu()
-        nf = n_finished[active]
+        # Which sentences are done: the step's one read of the device.
+        lp_bound = max_len_penalty.clamp(min=length_penalty(float(step + 1), alpha))
+        bound = live_scores[:, 0] / lp_bound
+        n_finished = finished.count[active_index]
         done = (
-            at_max[:, 0].cpu()
-            | (nf >= k)
+            at_max[:, 0]
+            | (n_finished >= k)
             | ~torch.isfinite(bound)
-            | ((nf >= nbest) & (bound <= kth_finished[active]))
-        )
-        keep = (~done).nonzero()[:, 0]
-        if keep.numel() == 0:
+            | ((n_finished >= nbest) & (bound <= finished.best[active_index, nbest - 1]))
+        ).tolist()
+        if all(done):
             break
         kept = None  # the sentences that stay, when some are done
-        if keep.numel() < n_active:
-            kept = keep.to(device)
-            active = active[keep]
+        if any(done):
+            keep = [a for a, d in enumerate(done) if not d]
+            active = [active[a] for a in keep]
+            kept = torch.tensor(keep, device=device)
+            active_index = active_index[kept]
             active_max_lens = active_max_lens[kept]
+            max_len_penalty = max_len_penalty[kept]
             live_scores, live_rows, live_token = (
                 live_scores[kept],
                 live_rows[kept],
@@ -259,12 +344,12 @@ def beam_search_nbest(
             )
         rows = live_rows.reshape(-1)
         state.reorder(rows, kept)
-        history = torch.cat([history.index_select(0, rows), live_token.reshape(-1, 1)], dim=1)
         tokens = live_token.reshape(-1)
+        history.append(tokens[:, None], rows)
         scores = live_scores
 
     # Only a model that gives every allowed token probability 0 leaves a sentence empty-handed.
-    return [hyps[:nbest] or [Hypothesis([], -math.inf, -math.inf)] for hyps in finished]
+    return [hyps or [Hypothesis([], -math.inf, -math.inf)] for hyps in finished.results(nbest)]
 
 
 def beam_search(
@@ -293,12 +378,13 @@ def greedy_search(
     max_lens = max_output_lengths(
         src_tokens, cfg.pad_id, options.max_len_a, options.max_len_b, _position_cap(model)
     ).tolist()
-    state = model.init_state(*model.encode(src_tokens))
+    state = model.init_state(*model.encode(src_tokens), capacity=max(max_lens))
+    blocked = blocked_tokens(cfg, src_tokens.device)
     tokens = torch.full((batch,), cfg.bos_id, dtype=torch.long, device=src_tokens.device)
     outputs: list[list[int]] = [[] for _ in range(batch)]
     done = [False] * batch
     for step in range(1, max(max_lens) + 1):
-        tokens = _next_log_probs(model, tokens, state, step, min_len).argmax(dim=-1)
+        tokens = _next_log_probs(model, tokens, state, step, min_len, blocked).argmax(dim=-1)
         for i, token in enumerate(tokens.tolist()):
             if done[i]:
                 continue

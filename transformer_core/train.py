@@ -9,6 +9,18 @@ scales its loss by ``world_size / global_tokens`` (DDP averages gradients over
 ranks). All but the last micro-batch run under ``no_sync``. Adam(0.9, 0.98,
 1e-9) follows the paper's learning-rate schedule (``schedule.py``).
 
+On a GPU the host only queues work, and a step is as fast as the GPU only if the
+host never waits for it. So a step reads nothing back from the device: batches
+are collated ahead by a background thread (``data.batching.Prefetcher``) and
+carry their token counts and non-pad positions from the host; the loss sums and
+a divergence flag stay on the device, and fused Adam skips its update from the
+first step whose loss is not finite on (``found_inf``, as under a gradient
+scaler) without the host looking. The training loop reads the sums once per log
+interval (``Trainer.interval_sums``), and the flag before each checkpoint, and
+raises ``TrainingDiverged`` there, with the weights as they were before the first
+bad step. One bf16 autocast context spans the step's micro-batches, so each
+weight is cast to bf16 once per step, not once per micro-batch.
+
 The run directory (checkpoints, metrics, summary; resuming or starting over) is
 ``run_dir.py``'s. A checkpoint holds everything the run needs to continue exactly:
 weights, optimizer, schedule, step, every rank's RNG states and the data position,
@@ -20,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import math
 import random
 import sys
 import time
@@ -38,13 +49,9 @@ from torch.nn.parallel import DistributedDataParallel
 from transformer_core import distributed, run_dir
 from transformer_core.checkpoint import list_checkpoints, rng_state, set_rng_state
 from transformer_core.config import ModelConfig, TrainConfig, model_config
-from transformer_core.data.batching import (
-    BatchStream,
-    TokenBucketSampler,
-    sentence_lengths,
-)
+from transformer_core.data.batching import BatchStream, Prefetcher, TokenBucketSampler
 from transformer_core.data.dataset import ParallelDataset
-from transformer_core.device import autocast_dtype, precision_name
+from transformer_core.device import autocast_dtype, length_multiple, precision_name, use_compile
 from transformer_core.distributed import DistContext
 from transformer_core.errors import UserError
 from transformer_core.flops import TokenCounts
@@ -69,32 +76,52 @@ class LossModel(nn.Module):
     loss and only on the non-pad target positions.
     """
 
-    def __init__(self, model: Transformer):
+    def __init__(self, model: Transformer, compile: bool = False):
         super().__init__()
         self.model = model
+        # torch.compile of the encoder and decoder stacks (the loss stays eager: its chunk
+        # loop depends on the number of tokens). Dynamic shapes: one graph for every batch.
+        self.compiled = compile
+        self.decoder_states = (
+            torch.compile(self._decoder_states, dynamic=True) if compile else self._decoder_states
+        )
 
-    def forward(
-        self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, epsilon: float
-    ) -> tuple[Tensor, Tensor]:
+    def _decoder_states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """The last decoder layer's output (B, T, d_model): ``Transformer.decode`` without the
+        projection, which is fused into the loss."""
         model = self.model
         memory, src_mask = model.encode(src)
         y = model.embed(tgt_in)
-        for (
-            layer
-        ) in model.decoder_layers:  # Transformer.decode, but the projection is fused into the loss
+        for layer in model.decoder_layers:
             y = layer(y, memory, src_mask)
+        return y
+
+    def forward(
+        self,
+        src: Tensor,
+        tgt_in: Tensor,
+        tgt_out: Tensor,
+        epsilon: float,
+        target_index: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Summed label-smoothed loss and NLL; ``target_index``: ``Batch.target_index``."""
+        model = self.model
         out = projected_label_smoothed_loss(
-            y, model.embedding.weight, tgt_out, epsilon, model.cfg.pad_id
+            self.decoder_states(src, tgt_in),
+            model.embedding.weight,
+            tgt_out,
+            epsilon,
+            model.cfg.pad_id,
+            target_index,
         )
         return out.loss, out.nll
 
 
 @dataclass
 class StepResult:
-    """Global (all-rank) sums of one optimizer step."""
+    """What the host knows of one optimizer step without reading the device: global
+    (all-rank) token counts and the learning rate. The loss is read per log interval."""
 
-    loss: float
-    nll: float
     tgt_tokens: int
     src_tokens: int
     lr: float
@@ -102,18 +129,14 @@ class StepResult:
 
 @dataclass
 class IntervalStats:
-    """Sums since the last log line."""
+    """Token counts since the last log line."""
 
-    loss: float = 0.0
-    nll: float = 0.0
     tgt_tokens: int = 0
     src_tokens: int = 0
     steps: int = 0
     started: float = field(default_factory=time.perf_counter)
 
     def add(self, r: StepResult) -> None:
-        self.loss += r.loss
-        self.nll += r.nll
         self.tgt_tokens += r.tgt_tokens
         self.src_tokens += r.src_tokens
         self.steps += 1
@@ -150,7 +173,8 @@ class Trainer:
         self.model_cfg, self.cfg, self.ctx = model_cfg, cfg, ctx
         seed_everything(cfg.seed)  # the same initial weights on every rank
         self.model = Transformer(model_cfg).to(ctx.device)
-        self.loss_model: nn.Module = LossModel(self.model)
+        compiled = use_compile(ctx.device, cfg.compile, "train")
+        self.loss_model: nn.Module = LossModel(self.model, compiled)
         if ctx.distributed:
             self.loss_model = DistributedDataParallel(
                 self.loss_model,
@@ -165,6 +189,8 @@ class Trainer:
             eps=cfg.adam_eps,
             **_adam_kwargs(ctx.device),
         )
+        # Fused Adam takes found_inf: it skips the update on the device when the flag is set.
+        self.skips_on_device = bool(self.optimizer.defaults.get("fused"))
         self.autocast = autocast_dtype(ctx.device, cfg.precision)
         seed_everything(cfg.seed + ctx.rank)  # dropout masks differ between ranks
         self.sampler = TokenBucketSampler(
@@ -175,24 +201,48 @@ class Trainer:
             rank=ctx.rank,
             world_size=ctx.world_size,
         )
-        self.stream = BatchStream(train_set, self.sampler, model_cfg)
         self.accumulation = cfg.accumulation(ctx.world_size)
+        self.compiled = compiled
+        self.stream = self._batches(train_set)
         self.step = 0
         self.counts = TokenCounts()  # global, over all ranks
         self.wall_before = 0.0  # training seconds of earlier sessions of this run
+        # On the device: this rank's loss sums since the last read, and the first step whose
+        # loss was not finite (0: none).
+        self._loss_sum = torch.zeros((), device=ctx.device)
+        self._nll_sum = torch.zeros((), device=ctx.device)
+        self._bad_step = torch.zeros((), dtype=torch.long, device=ctx.device)
 
-    def _autocast(self) -> contextlib.AbstractContextManager:
+    def _batches(self, dataset: ParallelDataset, epoch: int = 0, index: int = 0) -> Prefetcher:
+        """This rank's micro-batches from (epoch, index), collated ahead (and pinned for a GPU)."""
+        device = self.ctx.device
+        stream = BatchStream(
+            dataset, self.sampler, self.model_cfg, epoch, index, length_multiple(device)
+        )
+        return Prefetcher(stream, depth=2 * self.accumulation, pin_memory=device.type == "cuda")
+
+    def close(self) -> None:
+        """Stop the batch prefetch thread."""
+        self.stream.close()
+
+    def _autocast(self, enabled: bool = True) -> contextlib.AbstractContextManager:
         if self.autocast is None:
             return contextlib.nullcontext()
-        return torch.autocast(self.ctx.device.type, dtype=self.autocast)
+        return torch.autocast(self.ctx.device.type, dtype=self.autocast, enabled=enabled)
 
     def train_step(self) -> StepResult:
-        """One optimizer step; raises TrainingDiverged (weights untouched) on a non-finite loss."""
-        pad = self.model_cfg.pad_id
+        """One optimizer step, queued without reading anything back from the device.
+
+        A step whose loss is not finite, and every step after it, leaves the weights and
+        the optimizer as they were (on the device, through fused Adam's ``found_inf``);
+        the next ``interval_sums`` or ``raise_if_diverged`` raises TrainingDiverged. Where
+        Adam is not fused, the step reads its loss and raises at once.
+        """
+        device = self.ctx.device
         batches = [self.stream.next() for _ in range(self.accumulation)]
         counts = TokenCounts()
         for batch in batches:
-            counts.add(*sentence_lengths(batch, pad))
+            counts.merge(batch.counts)
         global_counts = TokenCounts(
             *map(round, distributed.all_reduce_sum(list(asdict(counts).values()), self.ctx))
         )
@@ -202,41 +252,69 @@ class Trainer:
         )
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        loss_sum = torch.zeros((), device=self.ctx.device)
-        nll_sum = torch.zeros((), device=self.ctx.device)
+        loss_sum = torch.zeros((), device=device)
+        nll_sum = torch.zeros((), device=device)
         self.model.train()
-        for i, batch in enumerate(batches):
-            last = i == len(batches) - 1
-            sync = (
-                contextlib.nullcontext()
-                if last or not self.ctx.distributed
-                else self.loss_model.no_sync()
-            )
-            with sync:
-                with self._autocast():
+        # One autocast context for the whole step: autocast caches its bf16 copy of each
+        # weight until its outermost context exits, here after the last micro-batch (and
+        # before the optimizer changes the weights). Backward runs with autocast off.
+        with self._autocast():
+            for i, batch in enumerate(batches):
+                last = i == len(batches) - 1
+                sync = (
+                    contextlib.nullcontext()
+                    if last or not self.ctx.distributed
+                    else self.loss_model.no_sync()
+                )
+                src, tgt_in, tgt_out, target_index = (
+                    t.to(device, non_blocking=True)
+                    for t in (batch.src, batch.tgt_in, batch.tgt_out, batch.target_index)
+                )
+                with sync:
                     loss, nll = self.loss_model(
-                        *(
-                            t.to(self.ctx.device, non_blocking=True)
-                            for t in (batch.src, batch.tgt_in, batch.tgt_out)
-                        ),
-                        self.model_cfg.label_smoothing,
+                        src, tgt_in, tgt_out, self.model_cfg.label_smoothing, target_index
                     )
-                (loss * scale).backward()
-            loss_sum += loss.detach()
-            nll_sum += nll
-        total_loss, total_nll = distributed.all_reduce_sum(
-            [loss_sum.item(), nll_sum.item()], self.ctx
+                    with self._autocast(enabled=False):
+                        (loss * scale).backward()
+                loss_sum += loss.detach()
+                nll_sum += nll
+        bad = (~(torch.isfinite(loss_sum) & torch.isfinite(nll_sum))).to(torch.float32)
+        distributed.all_reduce_(bad, self.ctx, op="max")  # every rank skips the same steps
+        self._bad_step = torch.where(
+            (self._bad_step == 0) & (bad > 0), self.step + 1, self._bad_step
         )
-        if not (math.isfinite(total_loss) and math.isfinite(total_nll)):
-            self.optimizer.zero_grad(set_to_none=True)
-            raise TrainingDiverged(f"loss is not finite ({total_loss}) at step {self.step + 1}")
+        if self.skips_on_device:
+            self.optimizer.found_inf = (self._bad_step > 0).to(torch.float32)
+        else:
+            self.raise_if_diverged()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        self._loss_sum += loss_sum
+        self._nll_sum += nll_sum
         self.step += 1
         self.counts.merge(global_counts)
-        return StepResult(
-            total_loss, total_nll, global_counts.tgt_tokens, global_counts.src_tokens, lr
-        )
+        return StepResult(global_counts.tgt_tokens, global_counts.src_tokens, lr)
+
+    def interval_sums(self) -> tuple[float, float]:
+        """The label-smoothed loss and NLL summed over all ranks and the steps since the last
+        call: the loop's one read of the device per log interval. Raises TrainingDiverged
+        if a step's loss was not finite."""
+        sums = distributed.all_reduce_(torch.stack([self._loss_sum, self._nll_sum]), self.ctx)
+        loss, nll, bad_step = torch.cat([sums.double(), self._bad_step.double()[None]]).tolist()
+        self._loss_sum.zero_()
+        self._nll_sum.zero_()
+        self._check(int(bad_step))
+        return loss, nll
+
+    def raise_if_diverged(self) -> None:
+        """Raise TrainingDiverged if a step's loss was not finite (one read of the device)."""
+        self._check(int(self._bad_step.item()))
+
+    def _check(self, bad_step: int) -> None:
+        if bad_step:
+            raise TrainingDiverged(
+                f"loss is not finite at step {bad_step}; the weights are as they were before it"
+            )
 
     @torch.no_grad()
     def evaluate(self, dataset: ParallelDataset) -> dict[str, float]:
@@ -329,7 +407,9 @@ class Trainer:
                 f"note: the checkpoint was written by {data['world_size']} rank(s), this run has "
                 f"{self.ctx.world_size}; continuing at epoch {epoch}, batch {index}, not bit-identically"
             )
-        self.stream = BatchStream(self.stream.dataset, self.sampler, self.model_cfg, epoch, index)
+        dataset = self.stream.stream.dataset
+        self.stream.close()
+        self.stream = self._batches(dataset, epoch, index)
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -451,6 +531,27 @@ def _run(
             print(message, file=sys.stderr, flush=True)
 
     trainer = Trainer(model_cfg, cfg, ctx, train_set)
+    try:
+        return _train_loop(
+            trainer, paths, experiment, model_cfg, cfg, ctx, dev_set, start, provenance, log
+        )
+    finally:
+        trainer.close()
+
+
+def _train_loop(
+    trainer: Trainer,
+    paths: run_dir.RunPaths,
+    experiment: str,
+    model_cfg: ModelConfig,
+    cfg: TrainConfig,
+    ctx: DistContext,
+    dev_set: ParallelDataset | None,
+    start: run_dir.Start,
+    provenance: dict[str, Any],
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """Train to ``cfg.steps``, logging, evaluating and checkpointing on the way."""
     metrics_log = run_dir.MetricsLog(paths.metrics, ctx.is_main)
     last_metrics: dict[str, Any] = {}
     if start.stale is not None:
@@ -465,7 +566,8 @@ def _run(
     params = count_parameters(trainer.model)
     log(
         f"training {experiment}: {params:,} parameters, vocabulary {model_cfg.vocab_size}, "
-        f"{ctx.world_size} x {device_name(ctx.device)}, precision {precision_name(trainer.autocast)}, "
+        f"{ctx.world_size} x {device_name(ctx.device)}, precision {precision_name(trainer.autocast)}"
+        f"{', compiled' if trainer.compiled else ''}, "
         f"{cfg.max_tokens} tokens per micro-batch x {trainer.accumulation} accumulation x {ctx.world_size} "
         f"device(s) for {cfg.tokens_per_step} target tokens per step; {cfg.steps} steps"
     )
@@ -479,6 +581,12 @@ def _run(
     while trainer.step < cfg.steps:
         try:
             result = trainer.train_step()
+            step = trainer.step
+            saving = step % cfg.checkpoint_interval == 0 or step == cfg.steps
+            if step % cfg.log_interval == 0 or step == cfg.steps:
+                loss_sum, nll_sum = trainer.interval_sums()  # the interval's one device read
+            elif saving:
+                trainer.raise_if_diverged()
         except TrainingDiverged as err:
             kept = list_checkpoints(paths.checkpoints)
             where = (
@@ -487,8 +595,8 @@ def _run(
                 else "no checkpoint was written yet"
             )
             raise TrainingDiverged(
-                f"{err}; stopped without updating the weights; {where}. Lower --lr-scale "
-                "(or raise --warmup), or check the data"
+                f"{err}; stopped there; {where}. Lower --lr-scale (or raise --warmup), or "
+                "check the data"
             ) from None
         except (MemoryError, RuntimeError) as err:
             if not _out_of_memory(err):
@@ -499,14 +607,13 @@ def _run(
                 f"accumulation keeps {cfg.tokens_per_step} target tokens per step)"
             ) from None
         interval.add(result)
-        step = trainer.step
         if step % cfg.log_interval == 0 or step == cfg.steps:
             seconds = time.perf_counter() - interval.started
             record = {
                 "event": "train",
                 "step": step,
-                "loss": interval.loss / interval.tgt_tokens,
-                "ppl": perplexity(interval.nll, interval.tgt_tokens),
+                "loss": loss_sum / interval.tgt_tokens,
+                "ppl": perplexity(nll_sum, interval.tgt_tokens),
                 "lr": result.lr,
                 "tgt_tokens_per_s": interval.tgt_tokens / seconds,
                 "src_tokens_per_s": interval.src_tokens / seconds,

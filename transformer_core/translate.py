@@ -84,15 +84,16 @@ def translate_ids(
     max_tokens: int = INFERENCE_MAX_TOKENS,
     autocast: torch.dtype | None = None,
     on_batch: Callable[[int, int], None] | None = None,
+    compile: bool = False,
 ) -> list[list[int]]:
     """Best output ids (no BOS/EOS) for each source id list (pieces only, EOS is appended here).
 
     An empty source gives an empty output without decoding. ``on_batch(sentences,
     target_tokens)`` is called after each batch (progress reporting). Under bf16
     ``autocast`` the search runs a bf16 copy of the model (``device.inference_model``);
-    its scores stay fp32.
+    its scores stay fp32; ``compile`` compiles that copy's steps.
     """
-    model = inference_model(model, autocast)
+    model = inference_model(model, autocast, compile)
     cfg = model.cfg
     device = next(model.parameters()).device
     outputs: list[list[int]] = [[] for _ in sources]
@@ -188,12 +189,13 @@ def translate_lines(
     autocast: torch.dtype | None = None,
     source_name: str = "input",
     progress: Progress | None = None,
+    compile: bool = False,
 ) -> list[str]:
     """Detokenized best output for each input line, in input order (empty in, empty out)."""
     sources = encode_lines(model, sp, lines, source_name)
     on_batch = progress.update if progress is not None else None
     outputs = translate_ids(
-        model, sources, options, max_tokens, autocast=autocast, on_batch=on_batch
+        model, sources, options, max_tokens, autocast=autocast, on_batch=on_batch, compile=compile
     )
     # A decoded piece can never smuggle a line break in and shift the output.
     return [sp.decode(ids).replace("\n", " ").replace("\r", " ") for ids in outputs]

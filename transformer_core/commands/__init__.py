@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_core.config import DEVICES, INFERENCE_MAX_TOKENS, PRECISIONS
+from transformer_core.config import COMPILE_MODES, DEVICES, INFERENCE_MAX_TOKENS, PRECISIONS
 
 PRECISION_HELP = (
     "auto: bf16 autocast where the device computes bf16 natively (CUDA GPUs with bf16, "
@@ -72,3 +72,18 @@ def add_inference_arguments(
     )
     parser.add_argument("--allow-vocab-mismatch", action="store_true", help=mismatch_help)
     add_device_arguments(parser, precision_default, precision_note)
+
+
+def add_compile_argument(
+    parser: argparse.ArgumentParser, what: str, default: str | None = "auto"
+) -> None:
+    """--compile of the commands that train or decode (``device.use_compile``); ``default``
+    None leaves it to the command's config (``train``: TrainConfig, auto)."""
+    parser.add_argument(
+        "--compile",
+        choices=COMPILE_MODES,
+        default=default,
+        help=f"torch.compile {what}: on, off, or auto: where it was measured faster "
+        "(README, 'Compilation'); the first batches of new shapes pay the compilation "
+        "(default: auto)",
+    )

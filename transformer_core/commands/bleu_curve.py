@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from transformer_core.commands import add_inference_arguments
+from transformer_core.commands import add_compile_argument, add_inference_arguments
 from transformer_core.config import DecodeOptions
 
 HELP = (
@@ -39,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "auto",
         "; scores stay fp32",
     )
+    add_compile_argument(parser, "the encoder and the decoder's steps")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         model_from_payload,
     )
     from transformer_core.curves import bleu_by_step, spaced
-    from transformer_core.device import setup_device
+    from transformer_core.device import setup_device, use_compile
     from transformer_core.errors import UserError
     from transformer_core.io import atomic_write_text, check_output, read_lines
     from transformer_core.translate import check_vocabulary, translate_lines
@@ -67,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if not checkpoints:
         raise UserError(f"{args.run_dir}/checkpoints holds no step_*.pt checkpoint")
     device, autocast = setup_device(args.device, args.precision, args.num_threads)
+    compiled = use_compile(device, args.compile, "decode")
     try:
         sp = spm.SentencePieceProcessor(model_file=args.spm)
     except (OSError, RuntimeError) as err:
@@ -79,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
         model = model_from_payload(payload, path, map_location=device)
         check_vocabulary(model, sp, args.spm)
         print(f"decoding {len(lines)} lines with {path}", file=sys.stderr)
-        return translate_lines(model, sp, lines, options, args.max_tokens, autocast, args.input)
+        return translate_lines(
+            model, sp, lines, options, args.max_tokens, autocast, args.input, compile=compiled
+        )
 
     points = bleu_by_step(checkpoints, translate, refs, args.lang)
     record = {"run_dir": args.run_dir, "input": args.input, "ref": args.ref, "points": points}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_core.commands import add_device_arguments
+from transformer_core.commands import add_compile_argument, add_device_arguments
 
 HELP = "Train a Transformer (Adam, warmup + inverse-sqrt schedule, label smoothing, DDP under torchrun)."
 
@@ -108,6 +108,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"log every L steps (default: {paper.log_interval})",
     )
     add_device_arguments(parser, None, "; training keeps fp32 master weights, loss and optimizer")
+    add_compile_argument(
+        parser, "the encoder and decoder stacks (the fused loss stays eager)", default=None
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         precision=args.precision,
         device=args.device,
         num_threads=args.num_threads,
+        compile=args.compile,
     )
     train(
         args.train,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from transformer_core.commands import add_inference_arguments
+from transformer_core.commands import add_compile_argument, add_inference_arguments
 from transformer_core.config import DecodeOptions
 
 HELP = "Decode a text file line by line with beam search (sentencepiece in and out, order kept)."
@@ -48,10 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "auto",
         "; scores stay fp32",
     )
+    add_compile_argument(parser, "the encoder and the decoder's steps")
 
 
 def run(args: argparse.Namespace) -> int:
-    from transformer_core.device import precision_name, setup_device
+    from transformer_core.device import precision_name, setup_device, use_compile
     from transformer_core.io import atomic_write_text, check_input_file, check_output, read_lines
     from transformer_core.translate import Progress, load_translation_model, translate_lines
 
@@ -75,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         autocast,
         source_name=args.input,
         progress=progress,
+        compile=use_compile(device, args.compile, "decode"),
     )
     progress.report()
     atomic_write_text(args.output, "".join(line + "\n" for line in outputs))

@@ -22,12 +22,22 @@ Per epoch, from ``(seed, epoch)`` alone:
 
 Every rank computes the same packing, so the ranks' batches are disjoint and
 together cover every sentence exactly once per epoch.
+
+A batch's tensors are as wide as its longest sentence (+1), rounded up to a
+multiple of ``multiple`` (``padded_width``; 8 on GPUs, ``device.length_multiple``):
+the extra columns are padding, which the model masks and the loss skips, so they
+change no result, only which shapes the device sees (a fixed set, not one per
+length). ``Prefetcher`` collates the next batches in a background thread while
+the device computes.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
+import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
@@ -35,6 +45,7 @@ import torch
 from transformer_core.config import ModelConfig
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.errors import UserError
+from transformer_core.flops import TokenCounts
 
 _PACK_CHUNK = 1 << 20  # sentences converted to Python ints at a time while packing
 
@@ -169,11 +180,14 @@ def padding_stats(
 
 @dataclass
 class Batch:
-    """Padded tensors of one batch.
+    """Padded tensors of one batch, and what the host needs to know of it without reading them.
 
     ``src`` (B, S) = ids + EOS; ``tgt_in`` (B, T) = BOS + ids; ``tgt_out`` (B, T)
     = ids + EOS; all int64, padded with pad_id. ``src_tokens`` / ``tgt_tokens``
-    count the non-pad positions of ``src`` / ``tgt_out``.
+    count the non-pad positions of ``src`` / ``tgt_out``; ``counts`` holds the
+    per-sentence sums the FLOP count needs; ``target_index`` (int64) lists the
+    non-pad positions of ``tgt_out`` flattened, so that the loss can drop padding
+    without asking the device where it is.
     """
 
     src: torch.Tensor
@@ -181,18 +195,42 @@ class Batch:
     tgt_out: torch.Tensor
     src_tokens: int
     tgt_tokens: int
+    counts: TokenCounts
+    target_index: torch.Tensor
+
+    def pin_memory(self) -> Batch:
+        """The same batch in page-locked memory, so that copies to a GPU run asynchronously."""
+        tensors = {
+            f.name: getattr(self, f.name).pin_memory()
+            for f in fields(self)
+            if isinstance(getattr(self, f.name), torch.Tensor)
+        }
+        return Batch(**{**vars(self), **tensors})
+
+
+def padded_width(length: int, multiple: int = 1) -> int:
+    """``length`` rounded up to a multiple of ``multiple``: the width of a batch's tensors."""
+    return -(-length // multiple) * multiple
 
 
 def collate(
-    dataset, indices: Sequence[int], pad_id: int = 0, bos_id: int = 2, eos_id: int = 3
+    dataset,
+    indices: Sequence[int],
+    pad_id: int = 0,
+    bos_id: int = 2,
+    eos_id: int = 3,
+    multiple: int = 1,
 ) -> Batch:
-    """Gather the pairs ``indices`` of ``dataset`` (a ``ParallelDataset``) into a ``Batch``."""
+    """Gather the pairs ``indices`` of ``dataset`` (a ``ParallelDataset``) into a ``Batch``,
+    its widths rounded up to a multiple of ``multiple``."""
     if len(indices) == 0:
         raise ValueError("cannot collate an empty batch")
     srcs = [dataset.src(i) for i in indices]
     tgts = [dataset.tgt(i) for i in indices]
-    width_src = max(len(s) for s in srcs) + 1
-    width_tgt = max(len(t) for t in tgts) + 1
+    src_lens = np.array([len(s) + 1 for s in srcs], dtype=np.int64)  # + EOS
+    tgt_lens = np.array([len(t) + 1 for t in tgts], dtype=np.int64)  # + BOS (input) / EOS (output)
+    width_src = padded_width(int(src_lens.max()), multiple)
+    width_tgt = padded_width(int(tgt_lens.max()), multiple)
     src = np.full((len(indices), width_src), pad_id, dtype=np.int64)
     tgt_in = np.full((len(indices), width_tgt), pad_id, dtype=np.int64)
     tgt_out = np.full((len(indices), width_tgt), pad_id, dtype=np.int64)
@@ -203,12 +241,16 @@ def collate(
         tgt_in[row, 1 : len(t) + 1] = t
         tgt_out[row, : len(t)] = t
         tgt_out[row, len(t)] = eos_id
+    counts = TokenCounts()
+    counts.add(src_lens, tgt_lens)
     return Batch(
         src=torch.from_numpy(src),
         tgt_in=torch.from_numpy(tgt_in),
         tgt_out=torch.from_numpy(tgt_out),
-        src_tokens=sum(len(s) + 1 for s in srcs),
-        tgt_tokens=sum(len(t) + 1 for t in tgts),
+        src_tokens=counts.src_tokens,
+        tgt_tokens=counts.tgt_tokens,
+        counts=counts,
+        target_index=torch.from_numpy(np.flatnonzero(tgt_out.reshape(-1) != pad_id)),
     )
 
 
@@ -222,9 +264,10 @@ class BatchStream:
         cfg: ModelConfig,
         epoch: int = 0,
         index: int = 0,
+        multiple: int = 1,
     ):
         self.dataset, self.sampler, self.cfg = dataset, sampler, cfg
-        self.epoch, self.index = epoch, index
+        self.epoch, self.index, self.multiple = epoch, index, multiple
         self._batches = sampler.batches(epoch)
 
     def next(self) -> Batch:
@@ -233,7 +276,8 @@ class BatchStream:
             self._batches = self.sampler.batches(self.epoch)
         indices = self._batches[self.index]
         self.index += 1
-        return collate(self.dataset, indices, self.cfg.pad_id, self.cfg.bos_id, self.cfg.eos_id)
+        cfg = self.cfg
+        return collate(self.dataset, indices, cfg.pad_id, cfg.bos_id, cfg.eos_id, self.multiple)
 
     @property
     def position(self) -> dict[str, int]:
@@ -241,6 +285,60 @@ class BatchStream:
         return {"epoch": self.epoch, "index": self.index}
 
 
-def sentence_lengths(batch: Batch, pad_id: int) -> tuple[list[int], list[int]]:
-    """Per-sentence source (with EOS) and target (with BOS) positions, padding excluded."""
-    return batch.src.ne(pad_id).sum(1).tolist(), batch.tgt_out.ne(pad_id).sum(1).tolist()
+class Prefetcher:
+    """A ``BatchStream``'s batches, collated ahead by a background thread (pinned for a GPU).
+
+    The batches come in the stream's order, so a run is the same with or without it;
+    ``position`` is the stream's position after the last batch *taken*, which is what a
+    checkpoint must record (batches collated ahead are collated again on resume). An
+    error in the thread is raised by the ``next`` that would have returned its batch.
+    The thread stops with ``close``, or when the prefetcher is garbage-collected.
+    """
+
+    def __init__(self, stream: BatchStream, depth: int = 4, pin_memory: bool = False):
+        self.stream = stream
+        self.position = stream.position
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=_prefetch,
+            args=(stream, self._queue, self._stop, pin_memory),
+            name="batch-prefetch",
+            daemon=True,
+        )
+        self._thread.start()
+        weakref.finalize(self, self._stop.set)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the next batch to be taken."""
+        return self.position["epoch"]
+
+    def next(self) -> Batch:
+        item = self._queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        batch, self.position = item
+        return batch
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _prefetch(stream: BatchStream, out: queue.Queue, stop: threading.Event, pin: bool) -> None:
+    """The prefetch thread: collate, pin, queue; until ``stop`` (checked every 0.1 s)."""
+    while not stop.is_set():
+        try:
+            batch = stream.next()
+            item = (batch.pin_memory() if pin else batch, stream.position)
+        except BaseException as err:  # handed to the consumer, which raises it
+            item = err
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.1)
+                break
+            except queue.Full:
+                continue
+        if isinstance(item, BaseException):
+            return

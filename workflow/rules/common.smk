@@ -209,6 +209,7 @@ def train_args(wildcards):
         "--warmup", train["warmup"], "--lr-scale", train.get("lr_scale", 1.0),
         "--seed", seed, "--log-interval", train.get("log_interval", 100),
         "--precision", train.get("precision", "auto"),
+        "--compile", train.get("compile", "auto"),
         "--checkpoint-interval", settings["checkpoint_interval"],
         "--keep-last", settings["average_last"],
     ]  # fmt: skip

@@ -26,11 +26,13 @@ rule translate:
         max_len_b=decode_setting("max_len_b"),
         max_tokens=decode_setting("max_tokens"),
         precision=decode_setting("precision"),
+        compile=decode_setting("compile"),
     shell:
         "transformer-core translate --checkpoint {input.checkpoint:q} --spm {input.spm:q}"
         " --input {input.source:q} --output {output:q} --beam {params.beam:q} --alpha {params.alpha:q}"
         " --max-len-a {params.max_len_a:q} --max-len-b {params.max_len_b:q}"
         " --max-tokens {params.max_tokens:q} --precision {params.precision:q}"
+        " --compile {params.compile:q}"
         " --num-threads {threads:q} > {log:q} 2>&1"
 
 
@@ -75,10 +77,12 @@ rule bleu_curve:
         max_len_b=decode_setting("max_len_b"),
         max_tokens=decode_setting("max_tokens"),
         precision=decode_setting("precision"),
+        compile=decode_setting("compile"),
     shell:
         "transformer-core bleu_curve --run-dir {params.run_dir:q} --spm {input.spm:q}"
         " --input {input.source:q} --ref {input.ref:q} --lang {params.lang:q}"
         " --checkpoints {params.checkpoints:q} --beam {params.beam:q} --alpha {params.alpha:q}"
         " --max-len-a {params.max_len_a:q} --max-len-b {params.max_len_b:q}"
         " --max-tokens {params.max_tokens:q} --precision {params.precision:q}"
+        " --compile {params.compile:q}"
         " --num-threads {threads:q} --out {output:q} > {log:q} 2>&1"
