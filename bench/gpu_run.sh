@@ -61,8 +61,15 @@ for part in "$@"; do
             tee -a "$OUT/decode_gpu.log"
         ;;
     workflow)
-        rm -rf /tmp/fresh && git clone -q "$ROOT" /tmp/fresh && cd /tmp/fresh || exit 1
-        git log --oneline -1 | tee "$OUT/workflow.log"
+        rm -rf /tmp/fresh
+        if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
+            git clone -q "$ROOT" /tmp/fresh && git -C /tmp/fresh log --oneline -1 >"$OUT/workflow.log"
+        else  # the tree came without .git: copy it, less what the runs write
+            mkdir -p /tmp/fresh && tar -C "$ROOT" --exclude=./.whl --exclude=./.gpu \
+                --exclude=./gpu_out -cf - . | tar -C /tmp/fresh -xf -
+            echo "copied tree (no .git)" >"$OUT/workflow.log"
+        fi
+        cd /tmp/fresh || exit 1
         /usr/bin/time -v snakemake --cores 8 --configfile config/multi30k.yaml \
             --config mirror="$ROOT/.gpu/data" -- results/table2.csv results/table3.csv \
             >>"$OUT/workflow.log" 2>&1
