@@ -254,8 +254,8 @@ def gpu_throughput(
     cfg = model_config("big" if shape == "big" else "base", vocab_size=37000)
     device = torch.device("cuda", 0)
     dataset = synthetic_corpus(workdir / f"gpu_{shape}", cfg.vocab_size, sentences=60000)
-    torch.cuda.reset_peak_memory_stats(device)
     ours = Ours(cfg, dataset, device, "bf16", max_tokens, 25000, compile)
+    torch.cuda.reset_peak_memory_stats(device)  # after CUDA's first use: it fails before it
     choose_attention_backends(device, cudnn=cudnn_attention)
     try:
         warm_start = time.perf_counter()
