@@ -277,8 +277,7 @@ def gpu_variants(args: argparse.Namespace, out: Path, result: dict) -> None:
         lengths, origin = newstest_lengths(3003)
         gen = torch.Generator().manual_seed(2)
         sources = [torch.randint(4, 37000, (k,), generator=gen).tolist() for k in lengths]
-    if args.quick:
-        sources = sources[:300]
+    sources = sources[: 300 if args.quick else args.gpu_sentences]
     result["gpu"] = []
     for precision, compile, max_tokens, cudnn in itertools.product(
         args.gpu_precisions, args.gpu_compile, args.gpu_max_tokens, args.gpu_cudnn
@@ -335,6 +334,12 @@ def main(argv: list[str] | None = None) -> int:
         default=["off"],
         choices=["off", "on"],
         help="cuDNN's attention left out (off, the default) or allowed",
+    )
+    parser.add_argument(
+        "--gpu-sentences",
+        type=int,
+        default=3003,
+        help="newstest2014 sources to decode (default: all)",
     )
     parser.add_argument("--gpu-only", action="store_true", help="skip the CPU section")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "decode.json"))
