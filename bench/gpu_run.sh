@@ -29,7 +29,9 @@ export PYTHONPATH=$ROOT:/tmp/site
 mkdir -p /tmp/bin
 printf '#!/bin/sh\nexec python3 -m transformer_core "$@"\n' >/tmp/bin/transformer-core
 chmod +x /tmp/bin/transformer-core
-ln -sf "$(command -v python3)" /tmp/bin/python
+# A wrapper, not a symlink: a symlinked venv interpreter does not find its venv.
+printf '#!/bin/sh\nexec python3 "$@"\n' >/tmp/bin/python
+chmod +x /tmp/bin/python
 export PATH=/tmp/bin:/tmp/site/bin:$PATH
 export TRANSFORMER_CORE_SHARED_DATA=$ROOT/.gpu/data
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >"$OUT/gpu.txt"
@@ -77,7 +79,13 @@ for part in "$@"; do
             --config mirror="$ROOT/.gpu/data" -- results/table2.csv results/table3.csv \
             >>"$OUT/workflow.log" 2>&1
         echo "snakemake exit $?" | tee -a "$OUT/workflow.log"
-        tail -n 30 "$OUT/workflow.log"
+        grep -A12 "^Error in rule\|Traceback\|Error:" "$OUT/workflow.log" | head -40
+        for log in $(grep -l "Traceback\|Error" logs/*/* 2>/dev/null | head -3); do
+            echo "== $log"; tail -n 15 "$log"
+        done
+        grep -h "done:\|test_2016\|translate: 1000" logs/train/* logs/translate/* 2>/dev/null | tail -5
+        cat results/table2.csv 2>/dev/null | head -5
+        grep -E "Elapsed|Maximum resident" "$OUT/workflow.log"
         cp results/table2.csv results/table3.csv "$OUT/" 2>/dev/null
         tar czf "$OUT/workflow_logs.tgz" logs benchmarks runs/en_de/base/metrics.jsonl \
             runs/en_de/base/summary.json 2>/dev/null
@@ -117,3 +125,6 @@ Path('$OUT/before_gpu.json').write_text(json.dumps(out, indent=2))
     esac
     echo "== $part: $(($(date +%s) - start)) s" | tee -a "$OUT/times.txt"
 done
+# At most 8 files come back from $OUT: everything but the checkpoint's parts in one archive.
+cd "$OUT" && tar czf ../gpu_results.tgz --exclude='averaged.pt.part-*' . &&
+    find . -type f ! -name 'averaged.pt.part-*' -delete && mv ../gpu_results.tgz .
