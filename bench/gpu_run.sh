@@ -75,9 +75,10 @@ for part in "$@"; do
             echo "copied tree (no .git)" >"$OUT/workflow.log"
         fi
         cd /tmp/fresh || exit 1
-        /usr/bin/time -v snakemake --cores 8 --configfile config/multi30k.yaml \
-            --config mirror="$ROOT/.gpu/data" -- results/table2.csv results/table3.csv \
-            >>"$OUT/workflow.log" 2>&1
+        # The profile with one local GPU: GPU jobs (train, translate) run one at a time.
+        TRANSFORMER_LOCAL_GPUS=1 /usr/bin/time -v snakemake --profile workflow/profiles/default \
+            --configfile config/multi30k.yaml --config mirror="$ROOT/.gpu/data" \
+            -- results/table2.csv results/table3.csv >>"$OUT/workflow.log" 2>&1
         echo "snakemake exit $?" | tee -a "$OUT/workflow.log"
         grep -A12 "^Error in rule\|Traceback\|Error:" "$OUT/workflow.log" | head -40
         for log in $(grep -l "Traceback\|Error" logs/*/* 2>/dev/null | head -3); do
@@ -88,7 +89,8 @@ for part in "$@"; do
         grep -E "Elapsed|Maximum resident" "$OUT/workflow.log"
         cp results/table2.csv results/table3.csv "$OUT/" 2>/dev/null
         tar czf "$OUT/workflow_logs.tgz" logs benchmarks runs/en_de/base/metrics.jsonl \
-            runs/en_de/base/summary.json 2>/dev/null
+            runs/en_de/base/summary.json data/en_de/spm.model data/en_de/raw/test.* \
+            data/en_de/prepared/test.* results/translations 2>/dev/null
         # The test decode's checkpoint, for the same decode on this repository's CPU.
         split -b 15M runs/en_de/base/averaged.pt "$OUT/averaged.pt.part-"
         cd "$ROOT" || exit 1
