@@ -40,7 +40,7 @@ def corpus(tmp_path_factory):
     return ParallelDataset(prefix)
 
 
-def test_loss_of_a_fixed_batch(corpus):
+def test_loss_of_a_fixed_batch(corpus, one_thread):
     cfg = model_config("base", vocab_size=50, **SHAPE)
     torch.manual_seed(0)
     batch = collate(corpus, list(range(10)))
@@ -50,7 +50,18 @@ def test_loss_of_a_fixed_batch(corpus):
     assert nll.item() == pytest.approx(NLL, rel=1e-6)
 
 
-def test_weights_after_three_steps(corpus):
+@pytest.fixture
+def one_thread():
+    """The expected values were computed on one thread: reductions then add up in one order."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_weights_after_three_steps(corpus, one_thread):
+    """Adam turns rounding differences of tiny gradients (other CPUs' kernels) into weight
+    differences of about 1e-5 after three steps; a wrong gradient moves these sums by percents."""
     cfg = model_config("base", vocab_size=50, **SHAPE)
     torch.manual_seed(0)
     train_cfg = TrainConfig(max_tokens=120, tokens_per_step=240, warmup=10, precision="fp32")
@@ -62,14 +73,14 @@ def test_weights_after_three_steps(corpus):
     finally:
         trainer.close()
     params = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
-    assert params.sum().item() == pytest.approx(WEIGHTS_SUM, rel=1e-5)
-    assert params.pow(2).sum().item() == pytest.approx(WEIGHTS_SQ, rel=1e-5)
+    assert params.sum().item() == pytest.approx(WEIGHTS_SUM, rel=1e-4)
+    assert params.pow(2).sum().item() == pytest.approx(WEIGHTS_SQ, rel=1e-4)
     torch.testing.assert_close(
-        trainer.model.embedding.weight[4, :6], torch.tensor(EMBEDDING_HEAD), rtol=1e-5, atol=1e-6
+        trainer.model.embedding.weight[4, :6], torch.tensor(EMBEDDING_HEAD), rtol=1e-4, atol=1e-4
     )
 
 
-def test_beam_search_hypotheses():
+def test_beam_search_hypotheses(one_thread):
     model = tiny_model(tiny_config(), seed=5, sharp=True)
     gen = torch.Generator().manual_seed(6)
     src = torch.randint(4, 50, (5, 9), generator=gen)

@@ -46,8 +46,10 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
     d hidden and d weight (Liger-Kernel's fused linear cross-entropy). The (N, V)
     logits never exist whole. Backward only scales the stored gradients.
 
-    The logits are passed over as few times as the math needs: one log-softmax
-    (fp32, from bf16 logits under autocast) and one exp that writes the gradient.
+    The logits are passed over as few times as eager mode allows: one log-softmax and one
+    exp, in place in an fp32 buffer that every chunk reuses (under autocast, the bf16
+    logits are copied into it first, and the gradient is cast back to bf16 once for the
+    two products that use it).
     What else the loss needs of a row comes from its target entry and from
     sum_k z_k = h . sum_k W_k, a product with the weight's column sum; and the
     uniform part of q, eps / V on every entry, enters the gradients as that same
@@ -78,25 +80,34 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
         grad_hidden = torch.empty_like(hidden) if need_grad else None
         grad_weight = torch.zeros_like(weight, dtype=dtype) if need_grad else None
         width = min(rows, n)
-        logits = hidden.new_empty(width, vocab) if plain else None
+        # One fp32 buffer serves every chunk: the log-softmax and the exp run in place there
+        # (fresh (rows, V) tensors cost page faults on a CPU, and exp into bf16 is slow there).
+        buffer = hidden.new_empty(width, vocab, dtype=dtype) if plain or low else None
         grad_low = hidden.new_empty(width, vocab, dtype=low) if need_grad and low else None
         for start in range(0, n, rows):
             h, t = hidden[start : start + rows], target[start : start + rows, None]
             if low is not None:
-                z = F.linear(h.to(low), weight)  # (rows, V) bf16
+                h = h.to(low)  # once for the chunk's two products
+                z = F.linear(h, weight)  # (rows, V) bf16
             elif plain:
-                z = torch.mm(h, weight.t(), out=logits[: h.size(0)])
+                z = torch.mm(h, weight.t(), out=buffer[: h.size(0)])
             else:
                 z = F.linear(h, weight)
             z_target = z.gather(1, t).to(dtype)  # (rows, 1), before the log-softmax overwrites z
-            log_p = torch.log_softmax(z, dim=-1, dtype=dtype, out=z if plain else None)
+            if buffer is None:
+                log_p = torch.log_softmax(z, dim=-1, dtype=dtype)
+            else:  # in place, in fp32 (a copy of the bf16 logits under autocast)
+                log_p = z if plain else buffer[: h.size(0)].copy_(z)
+                torch.log_softmax(log_p, dim=-1, out=log_p)
             log_p_target = log_p.gather(1, t)
             nll -= log_p_target.sum()
             lse_sum += (z_target - log_p_target).sum()  # lse = z_y - log p_y
             if need_grad:
                 # softmax - (1 - eps) onehot(y); the eps / V on every entry is added below.
-                grad = torch.exp(log_p, out=grad_low[: h.size(0)]) if low else log_p.exp_()
-                grad.scatter_(1, t, (log_p_target.exp() + (epsilon - 1.0)).to(grad.dtype))
+                grad = log_p.exp_()
+                grad.scatter_(1, t, log_p_target.exp() + (epsilon - 1.0))
+                if low is not None:
+                    grad = grad_low[: h.size(0)].copy_(grad)  # cast once for both products
                 if plain:
                     torch.mm(grad, weight, out=grad_hidden[start : start + rows])
                     grad_weight.addmm_(grad.t(), h)
