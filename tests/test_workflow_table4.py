@@ -277,3 +277,19 @@ def test_table4_train_rejects_unknown_keys(tmp_path):
     proc = snakemake(tmp_path, config, "-n", "results/table4.csv")
     assert proc.returncode != 0
     assert "learning_rate" in proc.stderr + proc.stdout
+
+
+def test_compile_settings_reach_the_jobs_even_as_yaml_booleans(tmp_path):
+    """``compile: on`` unquoted is a YAML boolean; it still means on (and false off)."""
+    config = copy.deepcopy(SMOKE)
+    config["train"]["compile"] = True
+    config["decode"]["compile"] = False
+    proc = snakemake(tmp_path, config, "-n", "-p", "results/table2.csv")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    counts = job_counts(proc.stdout)
+    commands = [line for line in proc.stdout.splitlines() if "transformer_core train" in line]
+    assert len(commands) == counts["train"] and all("--compile on" in c for c in commands)
+    assert proc.stdout.count("--compile off") == counts["translate"] + counts.get("bleu_curve", 0)
+    # Numbers stay numbers (1.0 == True in Python): the smoke decode's max_len_a is 1.0.
+    assert config["decode"]["max_len_a"] == 1 and "--max-len-a 1.0 " in proc.stdout
+    assert "--max-len-a on" not in proc.stdout

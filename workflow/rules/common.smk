@@ -145,11 +145,19 @@ def spm_sample_size(wildcards):
     return settings.get("spm_sample_size", 10000000)
 
 
+def on_off(value):
+    """A YAML on/off setting: ``compile: on`` unquoted reads as a boolean (numbers stay numbers:
+    1 == True in Python)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return value
+
+
 def decode_setting(name):
     """A params function: decoding setting ``name``, Table 4's for parsing runs."""
 
     def setting(wildcards):
-        return (TABLE4 if is_parsing(wildcards.pair) else config)["decode"][name]
+        return on_off((TABLE4 if is_parsing(wildcards.pair) else config)["decode"][name])
 
     return setting
 
@@ -209,7 +217,7 @@ def train_args(wildcards):
         "--warmup", train["warmup"], "--lr-scale", train.get("lr_scale", 1.0),
         "--seed", seed, "--log-interval", train.get("log_interval", 100),
         "--precision", train.get("precision", "auto"),
-        "--compile", train.get("compile", "auto"),
+        "--compile", on_off(train.get("compile", "auto")),
         "--checkpoint-interval", settings["checkpoint_interval"],
         "--keep-last", settings["average_last"],
     ]  # fmt: skip
