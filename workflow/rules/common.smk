@@ -157,7 +157,9 @@ def decode_setting(name):
     """A params function: decoding setting ``name``, Table 4's for parsing runs."""
 
     def setting(wildcards):
-        return on_off((TABLE4 if is_parsing(wildcards.pair) else config)["decode"][name])
+        return on_off(
+            (TABLE4 if is_parsing(wildcards.pair) else config)["decode"][name]
+        )
 
     return setting
 
