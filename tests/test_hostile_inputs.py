@@ -127,7 +127,7 @@ def test_payloads_in_every_rule_are_quoted_in_a_dry_run(tmp_path):
         (semi / name).write_text("a b\n(S (X a) (X b))\n")
     config = copy.deepcopy(SMOKE)
     config["mirror"] = f"http://example.invalid/{MARK}"
-    config["scale"] = f"smoke{MARK}"
+    # scale takes no payload: the schema allows only a name (issue 29, tests/test_pipeline_config.py)
     config["table4"]["semi_supervised_dir"] = str(semi)
     proc = snakemake(tmp_path, config, "-n", "-p")
     assert proc.returncode == 0, proc.stderr + proc.stdout

@@ -122,6 +122,17 @@ def test_sharded_data_commands(tmp_path):
         (lambda c: c["models"]["base"].__setitem__("steps", -5), "steps"),
         (lambda c: c.__setitem__("mirror", "/no/such/dir"), "mirror"),
         (lambda c: c["train"].__setitem__("warmpu", 10), "warmpu"),
+        # Issue 29: refused before the work, by key, not after training.
+        (lambda c: c.__setitem__("seeds", [1, -1]), "seeds"),
+        (lambda c: c["train"].__setitem__("seed", -1), "seed"),
+        (lambda c: c.__setitem__("bootstrap", {"seed": -1}), "bootstrap"),
+        (lambda c: c.__setitem__("mirror", __file__), "is a file, not a directory"),
+        (
+            lambda c: c.__setitem__(
+                "scale", "x\n\n.. raw:: html\n\n   <img src=x onerror=alert(1)>"
+            ),
+            "scale",
+        ),
     ],
 )
 def test_bad_config_stops_snakemake_before_any_job(tmp_path, edit, expected):

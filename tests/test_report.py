@@ -71,7 +71,7 @@ def test_report_command(tmp_path):
     assert "![learning curves](plots/curves.png)" in text
     assert "## Figure 3: long-distance dependencies" in text
     assert "(figures/attention_long_distance.png)" in text
-    assert "source: ein Haus" in text and "ours: a home" in text
+    assert "source: `ein Haus`" in text and "ours: `a home`" in text
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -92,6 +92,26 @@ def test_samples_are_the_first_lines_without_crlf_ends(tmp_path):
         (tmp_path / name).write_bytes(text.encode())
     text = samples_markdown("en_de", *(str(tmp_path / name) for name in ("src", "ref", "hyp")), n=2)
     assert text == (
-        "### en_de\n\n1. source: eins\n   - reference: one\n   - ours: 1\n"
-        "2. source: zwei\u2028drei\n   - reference: two\n   - ours: 2\n\n"
+        "### en_de\n\n1. source: `eins`\n   - reference: `one`\n   - ours: `1`\n"
+        "2. source: `zwei\u2028drei`\n   - reference: `two`\n   - ours: `2`\n\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "line, shown",
+    [
+        ("<script>alert(1)</script>", "`<script>alert(1)</script>`"),
+        ("![](http://example.invalid/x.png)", "`![](http://example.invalid/x.png)`"),
+        ("a `b` c", "``a `b` c``"),
+        ("`x``", "``` `x`` ```"),
+        ("", "``"),
+    ],
+)
+def test_samples_are_code_spans_never_html_links_or_images(tmp_path, line, shown):
+    """Issue 29: a sample translation is data; Markdown shows it as typed."""
+    for name in ("src", "ref", "hyp"):
+        (tmp_path / name).write_text(line + "\n")
+    text = samples_markdown("en_de", *(str(tmp_path / n) for n in ("src", "ref", "hyp")), n=1)
+    assert (
+        text == f"### en_de\n\n1. source: {shown}\n   - reference: {shown}\n   - ours: {shown}\n\n"
     )

@@ -308,7 +308,9 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, cap
         "--num-threads",
         "1",
     )
-    assert code == 2 and "loss is not finite" in err and "last good checkpoint" in err
+    assert (
+        code == 2 and "loss is not finite" in err and "last checkpoint before the loss rose" in err
+    )
     kept = list_checkpoints(tmp_path / "run" / "checkpoints")
     assert kept and kept[-1][0] < 50 and str(kept[-1][1]) in err
     assert not (tmp_path / "run" / "summary.json").exists()

@@ -9,11 +9,16 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 
 from transformer_core import __version__
 from transformer_core.errors import UserError
+
+# Errors of the machine, not of the code: a full disk or quota, a read-only file system, a
+# folder without permission. One line naming the file, exit 2, like a UserError.
+ENVIRONMENT_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 
 # Pipeline order; the name is both the subcommand and the module under commands/.
 COMMANDS = (
@@ -62,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except UserError as err:
         print(f"transformer-core {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if err.errno not in ENVIRONMENT_ERRORS:
+            raise
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"transformer-core {args.command}: error: {where}{err.strerror}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"transformer-core {args.command}: interrupted", file=sys.stderr)

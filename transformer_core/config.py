@@ -265,6 +265,12 @@ class TrainConfig:
             raise ConfigError(
                 f"train.num_threads must be a positive integer, got {self.num_threads!r}"
             )
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not 0 <= self.seed < 2**32
+        ):
+            raise ConfigError(f"train.seed must be an integer from 0 to 2^32-1, got {self.seed!r}")
         if not self.lr_scale > 0:
             raise ConfigError(f"train.lr_scale must be positive, got {self.lr_scale!r}")
         for name in ("adam_beta1", "adam_beta2"):

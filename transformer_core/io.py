@@ -7,10 +7,12 @@ A killed job therefore never leaves a half-written output that a later step
 from __future__ import annotations
 
 import contextlib
+import glob
 import gzip
 import hashlib
 import json
 import os
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,25 +27,90 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iter
 
     On an exception the temporary file is removed and ``path`` is untouched.
     """
-    if mode not in ("w", "wb"):
-        raise ValueError(f"atomic_open supports modes 'w' and 'wb', not {mode!r}")
     target = Path(path)
+    with _temporary_beside(target, mode, **kwargs) as (handle, tmp):
+        yield handle
+        _close_synced(handle)
+        os.replace(tmp, target)
+
+
+@contextlib.contextmanager
+def atomic_open_all(paths: list[str | os.PathLike], mode: str = "w") -> Iterator[list[IO]]:
+    """``atomic_open`` for files that belong together (a corpus's ``.src`` and ``.tgt``).
+
+    On success every old target is removed before the first new file is renamed into
+    place, so a kill in between leaves some of the new files and none of the old ones:
+    a missing file, which every reader reports, never an old ``.src`` beside a new
+    ``.tgt`` of the same line count.
+    """
+    targets = [Path(path) for path in paths]
+    with contextlib.ExitStack() as stack:
+        handles, temporaries = [], []
+        for target in targets:
+            handle, tmp = stack.enter_context(_temporary_beside(target, mode))
+            handles.append(handle)
+            temporaries.append(tmp)
+        yield handles
+        for handle in handles:
+            _close_synced(handle)
+        for target in targets:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(target)
+        for tmp, target in zip(temporaries, targets, strict=True):
+            os.replace(tmp, target)
+
+
+@contextlib.contextmanager
+def _temporary_beside(target: Path, mode: str, **kwargs: Any) -> Iterator[tuple[IO, str]]:
+    """An open temporary file next to ``target`` (checked first), removed if still there
+    when the block ends: the caller renames it into place on success."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic writes support modes 'w' and 'wb', not {mode!r}")
     check_output(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     if "b" not in mode:
         kwargs.setdefault("encoding", "utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    _remove_orphans(target)
+    fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(target), suffix=".tmp", dir=target.parent)
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; outputs get the usual mode
         with os.fdopen(fd, mode, **kwargs) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
+            yield handle, tmp
+    finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        raise
+
+
+def _temporary_prefix(target: Path) -> str:
+    """``.NAME.HOST-PID.``: a temporary file says which process on which host writes it."""
+    return f".{target.name}.{socket.gethostname()}-{os.getpid()}."
+
+
+def _remove_orphans(target: Path) -> None:
+    """Delete the temporaries of ``target`` that writers killed on this host left behind
+    (their process is gone); a live writer's, or another host's, are left alone."""
+    prefix = f".{target.name}.{socket.gethostname()}-"
+    for path in target.parent.glob(glob.escape(prefix) + "*.tmp"):
+        pid = path.name[len(prefix) :].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _close_synced(handle: IO) -> None:
+    """Flush ``handle`` to the disk and close it: the rename that follows publishes whole data."""
+    handle.flush()
+    os.fsync(handle.fileno())
+    handle.close()
 
 
 def sha256_of(path: str | os.PathLike) -> str:
@@ -56,16 +123,39 @@ def sha256_of(path: str | os.PathLike) -> str:
 
 
 def check_output(path: str | os.PathLike, what: str = "output") -> None:
-    """UserError, naming ``path``, when it cannot be written as a file: it is a folder, or a
-    folder above it is a file. Commands call it before their work, so a mistake costs nothing."""
+    """UserError, naming ``path``, when it cannot be written as a file: it is a folder, a
+    folder above it is a file, or the nearest existing folder above it refuses a new file
+    (read-only, no permission: a temporary file is tried there). Commands call it before
+    their work, so a mistake costs nothing."""
     target = Path(path)
     if target.is_dir():
         raise UserError(f"{what} {target} is a directory; give a file name")
+    _check_writable_below(target, what)
+
+
+def check_output_dir(path: str | os.PathLike, what: str = "output folder") -> None:
+    """UserError, naming ``path``, when it cannot be (made and) written as a folder: it is a
+    file, a folder above it is a file, or the nearest existing folder refuses a new file."""
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise UserError(f"{what} {target} is a file, not a directory")
+    _check_writable_below(target / ".probe", what)
+
+
+def _check_writable_below(target: Path, what: str) -> None:
+    """Try a temporary file in the nearest existing folder above ``target``."""
     for parent in target.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UserError(f"{what} {target}: {parent} is a file, not a directory")
-            break
+        if not parent.exists():
+            continue
+        if not parent.is_dir():
+            raise UserError(f"{what} {target}: {parent} is a file, not a directory")
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".write-probe.", suffix=".tmp", dir=parent)
+        except OSError as err:
+            raise UserError(f"{what} {target}: cannot write in {parent} ({err.strerror})") from None
+        os.close(fd)
+        os.unlink(probe)
+        return
 
 
 def check_input_file(path: str | os.PathLike, what: str = "input") -> None:

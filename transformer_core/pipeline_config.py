@@ -173,9 +173,8 @@ def check(config: dict[str, Any], known_datasets: tuple[str, ...] | None = None)
             "(or give a directory)"
         )
     if mirror and "://" not in mirror and not Path(mirror).is_dir():
-        raise ConfigError(
-            f"mirror: directory {mirror!r} does not exist (give a directory or a URL prefix)"
-        )
+        what = "is a file, not a directory" if Path(mirror).exists() else "does not exist"
+        raise ConfigError(f"mirror: {mirror!r} {what} (give a directory or a URL prefix)")
     ModelConfig.from_dict(config.get("model", {}))  # an unknown key or a bad value names model.KEY
     rule = config["scale_rule"]
     for name in experiments(config):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from transformer_core import __version__
@@ -98,6 +99,16 @@ def plot_learning_curves(runs: dict[str, str], out: str | os.PathLike) -> None:
     save_png(fig, out)
 
 
+def code_span(text: str) -> str:
+    """``text`` as a Markdown code span: shown as typed, never as HTML, a link or an image
+    (a sample translation is data, and may hold ``<script>`` or ``![](http://...)``). The
+    fence is one backtick longer than the longest run inside, as CommonMark asks."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def samples_markdown(label: str, source: str, reference: str, hypothesis: str, n: int = 3) -> str:
     """The first ``n`` lines of a test set: source, reference and our translation."""
     rows = zip(
@@ -106,6 +117,7 @@ def samples_markdown(label: str, source: str, reference: str, hypothesis: str, n
     )
     text = f"### {label}\n\n"
     for i, (src, ref, hyp) in enumerate(rows, 1):
+        src, ref, hyp = (code_span(line) for line in (src, ref, hyp))
         text += f"{i}. source: {src}\n   - reference: {ref}\n   - ours: {hyp}\n"
     return text + "\n"
 
@@ -121,7 +133,7 @@ def write_report(
 ) -> None:
     """Assemble ``report.md`` from the table markdown files, score JSONs, plot, figures
     (title -> PNG) and samples."""
-    text = f"# Reproduction report: Attention Is All You Need\n\nScale: `{scale}`; transformer-core {__version__}.\n\n"
+    text = f"# Reproduction report: Attention Is All You Need\n\nScale: {code_span(scale)}; transformer-core {__version__}.\n\n"
     text += RECIPE + "\n"
     signatures = sorted(
         {json.loads(Path(p).read_text())["sacrebleu_signature"] for p in scores.values()}

@@ -29,7 +29,9 @@ Rank 0 then writes ``MetricsLog`` lines, ``write_checkpoint`` and, at the end,
 from __future__ import annotations
 
 import json
+import math
 import os
+import shutil
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -44,6 +46,7 @@ from transformer_core.checkpoint import (
     newest_loadable,
     prune_checkpoints,
     save_checkpoint,
+    tensor_bytes,
 )
 from transformer_core.config import ModelConfig, TrainConfig
 from transformer_core.distributed import DistContext
@@ -117,6 +120,9 @@ class MetricsLog:
             atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in self.records))
 
     def write(self, record: dict[str, Any]) -> None:
+        """Append ``record``; a NaN or infinite number is written as null (valid JSON)."""
+        record = {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                  for k, v in record.items()}  # fmt: skip
         self.records.append(record)
         if self.enabled:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -284,17 +290,60 @@ def start_over(paths: RunPaths, why: str, ctx: DistContext) -> None:
 # -- what a session writes (rank 0) ---------------------------------------------------------------
 
 
-def write_checkpoint(
-    paths: RunPaths, keep_last: int, model_cfg: ModelConfig, model_state: dict, **state: Any
-) -> Path:
-    """Save ``checkpoints/step_NNNNNNN.pt`` of ``state["step"]``, keep the newest ``keep_last``.
+# Bytes a checkpoint needs on disk: its tensors' bytes, with this much to spare (pickled
+# structure, the metrics lines), plus 1 MiB.
+DISK_SLACK = 1.1
 
-    Returns the path written.
+
+def write_checkpoint(
+    paths: RunPaths,
+    keep_last: int,
+    model_cfg: ModelConfig,
+    model_state: dict,
+    prune: bool = True,
+    **state: Any,
+) -> Path:
+    """Save ``checkpoints/step_NNNNNNN.pt`` of ``state["step"]``, then keep the newest
+    ``keep_last`` (all, when not ``prune``: while the loss is rising). Returns the path.
+
+    Where the disk is short of what the checkpoint needs, the checkpoints it will supersede
+    go first (never the newest); if it still does not fit, or the write fails for want of
+    space, a UserError says how much it needs. The run stays resumable either way.
     """
     path = checkpoint_path(paths.checkpoints, state["step"])
-    save_checkpoint(path, model_cfg, model_state, **state)
-    prune_checkpoints(paths.checkpoints, keep_last)
+    paths.checkpoints.mkdir(parents=True, exist_ok=True)
+    needed = int(DISK_SLACK * tensor_bytes([model_state, state])) + (1 << 20)
+    if prune:
+        _make_room(paths.checkpoints, needed, keep_last)
+    try:
+        save_checkpoint(path, model_cfg, model_state, **state)
+    except (OSError, RuntimeError):  # torch reports a full disk as a RuntimeError
+        free = shutil.disk_usage(paths.checkpoints).free
+        if free >= needed:
+            raise
+        raise UserError(
+            f"cannot write {path}: the disk is full ({free / 1e6:,.1f} MB free, a checkpoint "
+            f"needs about {needed / 1e6:,.1f} MB); free space or lower --keep-last, then resume"
+        ) from None
+    if prune:
+        prune_checkpoints(paths.checkpoints, keep_last)
     return path
+
+
+def _make_room(directory: Path, needed: int, keep_last: int) -> None:
+    """Delete, oldest first, the checkpoints the next one supersedes (all but the newest
+    ``keep_last - 1``, and never the newest) while ``directory``'s disk has under ``needed`` free."""
+    superseded = list_checkpoints(directory)[: -max(keep_last - 1, 1)]
+    for _, old in superseded:
+        if shutil.disk_usage(directory).free >= needed:
+            return
+        old.unlink(missing_ok=True)
+        print(
+            f"low on disk space: removed {old} before writing the next checkpoint "
+            "(it would be pruned after it)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def run_summary(

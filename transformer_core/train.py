@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import random
 import sys
 import time
@@ -47,22 +48,24 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
 from transformer_core import distributed, run_dir
-from transformer_core.checkpoint import list_checkpoints, rng_state, set_rng_state
+from transformer_core.checkpoint import rng_state, set_rng_state
 from transformer_core.config import ModelConfig, TrainConfig, model_config
 from transformer_core.data.batching import BatchStream, Prefetcher, TokenBucketSampler
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.device import autocast_dtype, length_multiple, precision_name, use_compile
 from transformer_core.distributed import DistContext
+from transformer_core.divergence import DivergenceWatch, dev_diverged
 from transformer_core.errors import UserError
 from transformer_core.flops import TokenCounts
 from transformer_core.loss import perplexity, projected_label_smoothed_loss
 from transformer_core.model import Transformer, count_parameters
 from transformer_core.perplexity import Perplexity, dataset_batches, summed_nll
+from transformer_core.run_lock import run_lock
 from transformer_core.schedule import learning_rate
 
 
 class TrainingDiverged(UserError):
-    """The loss became NaN or infinite; the run stops before updating the weights."""
+    """The run diverged (``divergence.py``): it stops, and its checkpoints stay as they were."""
 
 
 # -- model + loss --------------------------------------------------------------------------------
@@ -468,8 +471,28 @@ def train(
     ``restart_if_changed``, is moved aside (``run_dir.supersede``) and training
     starts over: the workflow's mode, so that editing the configuration retrains.
     Run it as one process, or under torchrun for several (``distributed.setup``).
+    One session at a time holds ``out_dir`` (``run_lock``); a run that diverges
+    (``divergence.py``) stops with ``TrainingDiverged``, keeping its checkpoints.
     """
     paths = run_dir.RunPaths(Path(out_dir))
+    with run_lock(paths.out_dir, enabled=int(os.environ.get("RANK", "0")) == 0):
+        return _train(
+            paths, train_prefix, experiment, cfg, model_overrides, dev_prefix, resume,
+            restart_if_changed,
+        )  # fmt: skip
+
+
+def _train(
+    paths: run_dir.RunPaths,
+    train_prefix: str | Path,
+    experiment: str,
+    cfg: TrainConfig,
+    model_overrides: dict[str, Any] | None,
+    dev_prefix: str | Path | None,
+    resume: bool,
+    restart_if_changed: bool,
+) -> dict[str, Any]:
+    """``train`` once it holds the run folder's lock."""
     previous = run_dir.open_run(paths, resume, restart_if_changed)
     if cfg.num_threads is not None:
         torch.set_num_threads(cfg.num_threads)
@@ -539,6 +562,15 @@ def _run(
         trainer.close()
 
 
+def run_precision(payload: dict | None, session: str) -> str:
+    """The precision a run was trained in: this session's, or, after a resume in another
+    precision (``auto`` on a CPU without native bf16), each in order: ``bf16+fp32``."""
+    earlier = (payload or {}).get("precision")
+    if not earlier or earlier.split("+")[-1] == session:
+        return earlier or session
+    return f"{earlier}+{session}"
+
+
 def _train_loop(
     trainer: Trainer,
     paths: run_dir.RunPaths,
@@ -563,6 +595,11 @@ def _train_loop(
     # metrics.jsonl as it was at the resumed checkpoint (empty when starting fresh): without the
     # lines of a killed session after it, and whole again if it was deleted.
     metrics_log.restore(start.payload)
+    watch = DivergenceWatch(model_cfg.vocab_size)
+    watch.replay(metrics_log.records)
+    # The newest checkpoint written before the loss rose (divergence.py); pruning spares it.
+    last_good = start.checkpoint if not watch.rising else None
+    precision = run_precision(start.payload, precision_name(trainer.autocast))
     params = count_parameters(trainer.model)
     log(
         f"training {experiment}: {params:,} parameters, vocabulary {model_cfg.vocab_size}, "
@@ -578,6 +615,19 @@ def _train_loop(
     def wall() -> float:
         return trainer.wall_before + time.perf_counter() - session_start
 
+    def diverged(why: str) -> TrainingDiverged:
+        """The run's one-line error, and its record in metrics.jsonl."""
+        metrics_log.write({"event": "diverged", "step": trainer.step, "why": why})
+        where = (
+            f"the last checkpoint before the loss rose is {last_good}"
+            if last_good is not None
+            else "no checkpoint was written before the loss rose"
+        )
+        return TrainingDiverged(
+            f"the run diverged: {why}; stopped there, {where}. Lower --lr-scale (or raise "
+            "--warmup), or check the data"
+        )
+
     while trainer.step < cfg.steps:
         try:
             result = trainer.train_step()
@@ -588,16 +638,7 @@ def _train_loop(
             elif saving:
                 trainer.raise_if_diverged()
         except TrainingDiverged as err:
-            kept = list_checkpoints(paths.checkpoints)
-            where = (
-                f"the last good checkpoint is {kept[-1][1]}"
-                if kept
-                else "no checkpoint was written yet"
-            )
-            raise TrainingDiverged(
-                f"{err}; stopped there; {where}. Lower --lr-scale (or raise --warmup), or "
-                "check the data"
-            ) from None
+            raise diverged(str(err)) from None
         except (MemoryError, RuntimeError) as err:
             if not _out_of_memory(err):
                 raise
@@ -609,6 +650,9 @@ def _train_loop(
         interval.add(result)
         if step % cfg.log_interval == 0 or step == cfg.steps:
             seconds = time.perf_counter() - interval.started
+            why = watch.observe(step, loss_sum / interval.tgt_tokens)
+            if why is not None:
+                raise diverged(why)
             record = {
                 "event": "train",
                 "step": step,
@@ -632,6 +676,9 @@ def _train_loop(
         if step % cfg.checkpoint_interval == 0 or step == cfg.steps:
             if dev_set is not None:
                 dev = trainer.evaluate(dev_set)
+                why = dev_diverged(step, dev)
+                if why is not None:  # before the checkpoint: every one kept has a finite dev ppl
+                    raise diverged(why)
                 last_metrics.update(dev)
                 metrics_log.write({"event": "dev", "step": step, **dev, "elapsed_s": wall()})
                 log(
@@ -645,13 +692,16 @@ def _train_loop(
                     cfg.keep_last,
                     model_cfg,
                     trainer.model.state_dict(),
+                    prune=not watch.rising,
                     experiment=experiment,
-                    precision=precision_name(trainer.autocast),
+                    precision=precision,
                     **provenance,
                     **state,
                     metrics_log=metrics_log.records,
                 )
                 log(f"step {step} | saved {path}")
+                if not watch.rising:
+                    last_good = path
 
     summary = run_dir.run_summary(
         experiment,
@@ -663,7 +713,7 @@ def _train_loop(
         device=device_name(ctx.device),
         devices=ctx.world_size,
         accumulation=trainer.accumulation,
-        precision=precision_name(trainer.autocast),
+        precision=precision,
         params=params,
         metrics=last_metrics,
     )

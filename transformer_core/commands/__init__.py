@@ -87,3 +87,31 @@ def add_compile_argument(
         "(README, 'Compilation'); the first batches of new shapes pay the compilation "
         "(default: auto)",
     )
+
+
+def seed(text: str) -> int:
+    """argparse type of every --seed: an integer from 0 to 2^32-1 (numpy's and sacreBLEU's
+    range), refused at parse time with the option's name rather than after the work."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0 to 2^32-1")
+    return value
+
+
+def check_outputs(
+    files: dict[str, object] | None = None, folders: dict[str, object] | None = None
+) -> None:
+    """Before any work: each output file (option name -> path) and folder can be written
+    (``io.check_output``, ``io.check_output_dir``: not a folder or file in the way, the
+    nearest existing folder accepts a new file). None paths (options not given) are skipped."""
+    from transformer_core.io import check_output, check_output_dir
+
+    for option, path in (files or {}).items():
+        if path is not None:
+            check_output(path, option)
+    for option, path in (folders or {}).items():
+        if path is not None:
+            check_output_dir(path, option)

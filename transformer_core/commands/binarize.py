@@ -10,6 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from transformer_core.commands import check_outputs
+
 HELP = "encode a parallel text pair with a sentencepiece model into memory-mapped id arrays"
 
 
@@ -30,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs({"--out-prefix": f"{args.out_prefix}.json"})
     from transformer_core.data.binarized import binarize
 
     header = binarize(args.spm, args.src, args.tgt, args.out_prefix, threads=args.threads)

@@ -13,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from transformer_core.commands import check_outputs
 from transformer_core.data.registry import SPLITS, load_registry
 
 HELP = "fetch a dataset (WMT14, Multi30k) or generate the smoke corpus, as plain text"
@@ -44,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs(folders={"--out": args.out})
     from transformer_core.data.fetch import Fetcher
     from transformer_core.data.smoke import write_dataset
     from transformer_core.data.sources import build_dataset

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from transformer_core.commands import add_inference_arguments
+from transformer_core.errors import UserError
 
 HELP = "Perplexity per target word piece (no label smoothing) of a checkpoint on a binarized split."
 
@@ -46,6 +48,11 @@ def run(args: argparse.Namespace) -> int:
     )
     model = model_from_payload(payload, args.checkpoint, map_location=device)
     result = dataset_perplexity(model, args.data, args.max_tokens, autocast)
+    if not math.isfinite(result.perplexity):
+        raise UserError(
+            f"{args.checkpoint}: perplexity on {args.data} is {result.perplexity} (NLL per token "
+            f"{result.nll_per_token}): the model diverged; use an earlier checkpoint"
+        )
     report = {
         **result.to_dict(),
         "checkpoint": str(args.checkpoint),

@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from transformer_core.commands import check_outputs
+
 HELP = "normalize (unicode, Moses punctuation, non-printing chars) and filter a parallel corpus"
 
 
@@ -59,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs({"--src-out": args.src_out, "--tgt-out": args.tgt_out, "--report": args.report})
     from transformer_core.data.prepare import (
         PrepareSettings,
         prepare_corpus,

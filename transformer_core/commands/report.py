@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from transformer_core.commands import check_outputs
+
 HELP = "Write the report: how each number was made, the tables, learning curves, figures, sample translations."
 
 
@@ -65,6 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs({"--out": args.out, "--plot": args.plot, "--curve-plot": args.curve_plot})
     from transformer_core.errors import UserError
     from transformer_core.report import plot_learning_curves, write_report
 

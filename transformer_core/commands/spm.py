@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from transformer_core.commands import check_outputs, seed
+
 HELP = "train a joint sentencepiece BPE model on a bounded sample; encode and decode text"
 
 
@@ -33,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=10_000_000,
         help="train on at most this many random lines",
     )
-    train.add_argument("--seed", type=int, default=0, help="seed of the line sample")
+    train.add_argument("--seed", type=seed, default=0, help="seed of the line sample")
     train.add_argument("--character-coverage", type=float, default=1.0)
     train.add_argument("--threads", type=int, help="training threads (default: all cores)")
     for name, what in (("encode", "text to pieces"), ("decode", "pieces to text")):
@@ -45,6 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.spm_command == "train":
+        check_outputs({"--model-prefix": f"{args.model_prefix}.model"})
+    else:
+        check_outputs({"--output": args.output})
     from transformer_core.data import bpe
 
     if args.spm_command == "train":

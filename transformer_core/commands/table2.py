@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from transformer_core.commands import check_outputs
+
 HELP = "Assemble Table 2 (BLEU and training cost) from score and training-summary files."
 
 
@@ -24,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs({"--out": args.out, "--markdown": args.markdown})
     from transformer_core.paper import TABLE2_NOTES
     from transformer_core.tables import INTERVAL_NOTES, table2, write_table
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from transformer_core.commands import check_outputs, seed
 from transformer_core.significance import RESAMPLES, SEED
 
 HELP = "Assemble Table 3 from per-row CSVs (paper row order) with deltas against base, p-values and a markdown twin."
@@ -33,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--bootstrap-seed",
-        type=int,
+        type=seed,
         default=SEED,
         help=f"seed of sacreBLEU's paired bootstrap test (default: {SEED})",
     )
@@ -43,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs({"--out": args.out, "--markdown": args.markdown, "--plot": args.plot})
     from transformer_core.deltas import add_deltas, plot_deltas
     from transformer_core.errors import UserError
     from transformer_core.paper import TABLE3_NOTES

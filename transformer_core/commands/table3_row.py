@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from transformer_core.commands import check_outputs
+
 HELP = "Write one Table 3 row (hyperparameters, dev PPL and BLEU, parameters) beside the paper's values."
 
 
@@ -27,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs({"--out": args.out})
     from transformer_core.tables import table3_row, write_table
 
     runs = [dict(zip(("seed", "score", "summary"), r, strict=True)) for r in args.run]

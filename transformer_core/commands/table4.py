@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from transformer_core.commands import check_outputs
+
 HELP = "Assemble Table 4 (parsing F1 on the test section) from EVALB and training-summary files."
 
 
@@ -28,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs({"--out": args.out, "--markdown": args.markdown})
     from transformer_core.paper import TABLE4_NOTES
     from transformer_core.tables import table4, write_table
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_core.commands import add_compile_argument, add_device_arguments
+from transformer_core.commands import add_compile_argument, add_device_arguments, seed
 
 HELP = "Train a Transformer (Adam, warmup + inverse-sqrt schedule, label smoothing, DDP under torchrun)."
 
@@ -85,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--seed",
-        type=int,
+        type=seed,
         help=f"random seed (default: {paper.seed}; rank r uses seed + r for dropout)",
     )
     parser.add_argument(

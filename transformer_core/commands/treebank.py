@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from transformer_core.commands import check_outputs, seed
 from transformer_core.errors import UserError
 from transformer_core.io import atomic_open, read_lines
 
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "smoke", help="a small treebank generated from a probabilistic grammar"
     )
     smoke.add_argument("--out", required=True, help="output folder")
-    smoke.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    smoke.add_argument("--seed", type=seed, default=0, help="random seed (default: 0)")
     smoke.add_argument("--train", type=int, default=3000, help="training trees (default: 3000)")
     smoke.add_argument("--dev", type=int, default=250, help="dev trees (default: 250)")
     smoke.add_argument("--test", type=int, default=250, help="test trees (default: 250)")
@@ -81,7 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "delinearize":
+        check_outputs({"--out": args.out})
         return _delinearize(args)
+    check_outputs(folders={"--out": args.out})
     from transformer_core.parsing.corpora import (
         merge_training_files,
         read_nltk_sample,

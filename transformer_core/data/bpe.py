@@ -138,7 +138,13 @@ def load(model: str | os.PathLike) -> spm.SentencePieceProcessor:
     """Load a model, checking it uses the project's special ids."""
     if not Path(model).is_file():
         raise UserError(f"{model}: no such sentencepiece model (run `transformer-core spm train`)")
-    processor = spm.SentencePieceProcessor(model_file=str(model))
+    try:
+        processor = spm.SentencePieceProcessor(model_file=str(model))
+    except (RuntimeError, OSError) as err:  # sentencepiece's parse error of a damaged file
+        raise UserError(
+            f"{model}: not a readable sentencepiece model ({str(err).strip().splitlines()[-1]}); "
+            "train it again (`transformer-core spm train`)"
+        ) from None
     ids = {
         "pad_id": processor.pad_id(),
         "unk_id": processor.unk_id(),

@@ -2,7 +2,9 @@
 
 Token ids stay memory-mapped on disk (a WMT14 EN-FR split is several GB); only
 the two length arrays, which the batch sampler needs whole, are read into
-memory. Ids come back as content only: ``collate`` adds BOS and EOS.
+memory. Ids come back as content only: ``collate`` adds BOS and EOS. Opening a split
+verifies it (``_verify``): offsets against lengths and file sizes, ids against the
+vocabulary.
 """
 
 from __future__ import annotations
@@ -33,6 +35,38 @@ def _map(path: os.PathLike, dtype: np.dtype, count: int) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
 
 
+VERIFY_CHUNK = 1 << 24  # token ids checked at a time (32 MiB of uint16)
+
+
+def _verify(
+    files: dict, side: str, ids: np.ndarray, offsets: np.ndarray, lens: np.ndarray, vocab: int
+) -> None:
+    """UserError naming the file unless the offsets start at 0, end at the token count and step
+    by the lengths, and every token id is below ``vocab``: a damaged split fails at load, not
+    with an IndexError mid-run or a hang on a "sentence" millions of tokens long. Vectorised,
+    one pass over each array (about 0.1 s per 100M tokens)."""
+    if len(offsets) and (offsets[0] != 0 or offsets[-1] != len(ids)):
+        raise UserError(
+            f"{files[f'{side}.idx']}: offsets run from {offsets[0]} to {offsets[-1]}, not from 0 "
+            f"to the {len(ids)} tokens of {files[f'{side}.bin']} (damaged; binarize again)"
+        )
+    steps = np.diff(offsets)
+    if not np.array_equal(steps, lens):
+        bad = int(np.flatnonzero(steps != lens)[0])
+        raise UserError(
+            f"{files[f'{side}.idx']} and {files[f'{side}.len']} disagree on sentence {bad} "
+            f"({steps[bad]} and {lens[bad]} tokens; damaged, binarize again)"
+        )
+    for start in range(0, len(ids), VERIFY_CHUNK):
+        chunk = ids[start : start + VERIFY_CHUNK]
+        if int(chunk.max()) >= vocab or int(chunk.min()) < 0:
+            bad = start + int(np.flatnonzero((chunk >= vocab) | (chunk < 0))[0])
+            raise UserError(
+                f"{files[f'{side}.bin']}: token {bad} has id {int(ids[bad])}, outside the "
+                f"vocabulary of {vocab} (damaged; binarize again)"
+            )
+
+
 class ParallelDataset:
     """A binarized split: ``len(ds)`` pairs; ``ds.src(i)``, ``ds.tgt(i)`` give int64 id arrays.
 
@@ -60,6 +94,8 @@ class ParallelDataset:
             )
         self.src_lens = lens["src"]
         self.tgt_lens = lens["tgt"]
+        for side in SIDES:
+            _verify(files, side, self._ids[side], self._offsets[side], lens[side], self.vocab_size)
 
     def __getstate__(self) -> dict[str, str]:
         # Pickle (e.g. to DataLoader workers) as the prefix, not as copies of the arrays.

@@ -43,7 +43,7 @@ from transformer_core.data.fetch import open_text
 from transformer_core.data.progress import Progress
 from transformer_core.data.shards import Shard, count_lines
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_open
+from transformer_core.io import atomic_open_all
 
 FILTERS = ("empty", "too_long", "ratio")
 CHUNK_LINES = 10_000
@@ -88,6 +88,11 @@ class Normalizer:
         return " ".join("".join(kept).split()), len(text) - len(kept)
 
 
+# What the reader (``fetch.open_text``) puts where a file's bytes are not UTF-8: raw corpora
+# (Common Crawl) hold a few such lines, kept and counted rather than failing the corpus.
+REPLACEMENT = "\ufffd"
+
+
 @cache
 def _normalizer(lang: str, unicode_form: str) -> Normalizer:
     return Normalizer(lang, unicode_form)
@@ -109,6 +114,8 @@ def _normalize_chunk(
         counts["changed_tgt"] += tgt != raw_tgt
         counts["removed_chars_src"] += removed_src
         counts["removed_chars_tgt"] += removed_tgt
+        counts["replaced_src"] += REPLACEMENT in raw_src
+        counts["replaced_tgt"] += REPLACEMENT in raw_tgt
         out.append((src, tgt))
     return out, counts
 
@@ -204,8 +211,7 @@ def _prepare(
     counts: Counter[str] = Counter()
     pairs_out = 0
     with contextlib.ExitStack() as stack:
-        out_src = stack.enter_context(atomic_open(outputs[0]))
-        out_tgt = stack.enter_context(atomic_open(outputs[1]))
+        out_src, out_tgt = stack.enter_context(atomic_open_all(list(outputs)))
         jobs = _chunks(pairs, settings)
         if workers > 1:
             pool = stack.enter_context(multiprocessing.get_context("spawn").Pool(workers))
@@ -241,6 +247,7 @@ def _prepare(
             "src": counts["removed_chars_src"],
             "tgt": counts["removed_chars_tgt"],
         },
+        "lines_with_invalid_utf8": {"src": counts["replaced_src"], "tgt": counts["replaced_tgt"]},
     }
 
 
@@ -256,4 +263,16 @@ def summary(report: dict[str, Any]) -> str:
         f"{report['pairs_out']} out, {report['removed_total']} removed ({share:.2%}: {reasons}); "
         f"normalization changed {report['lines_changed_by_normalization']['src']} source and "
         f"{report['lines_changed_by_normalization']['tgt']} target lines"
+        + _invalid_utf8_note(report)
+    )
+
+
+def _invalid_utf8_note(report: dict[str, Any]) -> str:
+    """The summary's warning about bytes that were not UTF-8 (reports of older runs lack it)."""
+    invalid = report.get("lines_with_invalid_utf8", {})
+    if not any(invalid.values()):
+        return ""
+    return (
+        f"; WARNING: {invalid['src']} source and {invalid['tgt']} target lines held bytes that "
+        "are not UTF-8 (or U+FFFD itself), kept as U+FFFD"
     )

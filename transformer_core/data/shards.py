@@ -235,7 +235,12 @@ def load_shard(index_path: str | os.PathLike, index: int, count: int | None = No
 
 
 SUMMED = ("pairs_in", "pairs_out", "removed_total")
-SUMMED_BY_KEY = ("removed", "lines_changed_by_normalization", "nonprinting_chars_removed")
+SUMMED_BY_KEY = (
+    "removed",
+    "lines_changed_by_normalization",
+    "nonprinting_chars_removed",
+    "lines_with_invalid_utf8",
+)
 
 
 def merge_reports(reports: Sequence[dict[str, Any]], sources: Sequence[str]) -> dict[str, Any]:
