@@ -3,7 +3,7 @@
 - **checkpoints** of the base and big shapes (37,000 pieces, fp32 weights and Adam's two
   moments, as training writes them): seconds to write one (``save_checkpoint``, its
   checksum included) and to read one (``load_checkpoint``: checksum verified, weights
-  checked finite), and how much of each the checks take (``tensor_checksum``,
+  checked finite), and how much of each the checks take (``tensor_checksums``,
   ``check_finite``, timed alone on the same payload).
 - **binarized data**: seconds to open a split (``ParallelDataset``) whose offsets, lengths
   and token ids are verified, and the verification alone (``dataset._verify``), per
@@ -31,7 +31,7 @@ from transformer_core.checkpoint import (
     check_finite,
     load_checkpoint,
     save_checkpoint,
-    tensor_checksum,
+    tensor_checksums,
 )
 from transformer_core.config import model_config
 from transformer_core.data import dataset
@@ -61,7 +61,7 @@ def checkpoint_costs(name: str, folder: Path, repeats: int) -> dict:
     write = timed(lambda: save_checkpoint(path, cfg, model.state_dict(), **state), repeats)
     read = timed(lambda: load_checkpoint(path), repeats)
     payload = load_checkpoint(path)
-    checksum = timed(lambda: tensor_checksum(payload), repeats)
+    checksum = timed(lambda: tensor_checksums(payload), repeats)
     finite = timed(lambda: check_finite(payload["model"], path), repeats)
     result = {
         "file_mb": round(path.stat().st_size / 1e6, 1),

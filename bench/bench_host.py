@@ -290,6 +290,8 @@ def bench_training(shape: str, workdir: Path, quick: bool, steps: int) -> dict:
     with counting(weights, cfg.vocab_size, max_tokens // 8) as log_mode:
         if interval is not None:
             interval()
+    if hasattr(trainer, "close"):  # the batch prefetch thread (233b447's trainer has none)
+        trainer.close()
     return {
         "shape": shape,
         "widths": {k: getattr(cfg, k) for k in ("d_model", "d_ff", "h", "vocab_size")},

@@ -212,13 +212,16 @@ def cpu_comparison(
     )
     batches = [collate(dataset, b) for b in sampler.batches(0)]
     peer = Peer(cfg, batches, device, autocast=precision == "bf16")
-    for runner in (ours, peer):
-        timed(runner, warmup, device)
     rates = {"ours": [], "peer": []}
-    for _ in range(rounds):
-        for name, runner in (("ours", ours), ("peer", peer)):
-            tokens, seconds = timed(runner, steps, device)
-            rates[name].append(tokens / seconds)
+    try:
+        for runner in (ours, peer):
+            timed(runner, warmup, device)
+        for _ in range(rounds):
+            for name, runner in (("ours", ours), ("peer", peer)):
+                tokens, seconds = timed(runner, steps, device)
+                rates[name].append(tokens / seconds)
+    finally:
+        ours.trainer.close()  # its batch prefetch thread: a live one aborts the interpreter's exit
     ours_rate, peer_rate = statistics.median(rates["ours"]), statistics.median(rates["peer"])
     return {
         "shape": SHAPES[shape],

@@ -24,7 +24,7 @@ from transformer_core.checkpoint import (
     list_checkpoints,
     load_checkpoint,
     save_checkpoint,
-    tensor_checksum,
+    tensor_checksums,
 )
 from transformer_core.config import ModelConfig
 from transformer_core.data.binarized import split_files
@@ -98,35 +98,38 @@ def test_a_lock_left_by_a_killed_holder_does_not_block(world, tmp_path, capsys):
 
 
 def test_two_concurrent_trainings_one_wins_and_the_folder_holds_its_model(world, tmp_path):
-    """The issue's reproduction: run A, then 3 s later run B with other settings and
-    --restart-if-changed on the same folder. B exits 2 at once; A's model stays."""
+    """The issue's reproduction: run A, then, while A trains, run B with other settings and
+    --restart-if-changed on the same folder. B exits 2 at once; A's model stays. A is paused
+    (SIGSTOP) while B runs, so that A cannot finish first however slow B's start is."""
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     args = [str(a) for a in train_args(world, run)]
-    slow = ["--steps", "400", "--checkpoint-interval", "400", "--log-interval", "50"]
+    steps = ["--steps", "100", "--checkpoint-interval", "100", "--log-interval", "20"]
     a = subprocess.Popen(
-        [sys.executable, "-m", "transformer_core", *args, *slow],
+        [sys.executable, "-m", "transformer_core", *args, *steps],
         stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while not (run / LOCK_NAME).exists() or not (run / LOCK_NAME).read_text().strip():
             assert a.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
+            time.sleep(0.05)
+        a.send_signal(signal.SIGSTOP)  # A holds the lock
         b = subprocess.run(
-            [sys.executable, "-m", "transformer_core", *args, *slow, "--lr-scale", "2",
+            [sys.executable, "-m", "transformer_core", *args, *steps, "--lr-scale", "2",
              "--resume", "--restart-if-changed"],
             capture_output=True, text=True, env=env, timeout=120,
         )  # fmt: skip
         assert b.returncode == 2, b.stderr
         assert f"PID {a.pid}" in b.stderr and "Traceback" not in b.stderr
     finally:
+        a.send_signal(signal.SIGCONT)
         _, a_err = a.communicate(timeout=600)
     assert a.returncode == 0, a_err
     assert load_checkpoint(run / "last.pt")["train_config"]["lr_scale"] == 1.0
     assert not (run / "superseded").exists()
     lines = (run / "metrics.jsonl").read_text().splitlines()
-    assert len(lines) == len(set(lines)) == 400 // 50
+    assert len(lines) == len(set(lines)) == 100 // 20
 
 
 # -- 2. divergence -----------------------------------------------------------------------------
@@ -236,9 +239,9 @@ def test_a_flipped_byte_in_tensor_data_is_found(world, tmp_path, capsys):
     path = tmp_path / "damaged.pt"
     shutil.copyfile(world["run_a"] / "last.pt", path)
     payload = load_checkpoint(path)
-    assert payload["checksum"]["digest"] == tensor_checksum(payload)
+    assert payload["checksum"]["tensors"] == tensor_checksums(payload)
     flip_a_byte_of(path, payload["model"]["embedding.weight"])
-    with pytest.raises(CorruptCheckpoint, match="checksum"):
+    with pytest.raises(CorruptCheckpoint, match="tensor /model/embedding.weight does not match"):
         load_checkpoint(path)
     status, err = cli(capsys, *translate_args(world, path, tmp_path / "out.txt"))
     assert status == 2 and "checksum" in one_line_error(err, path)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from transformer_core.errors import ConfigError
-from transformer_core.pipeline_config import check, experiments
+from transformer_core.pipeline_config import check, check_size, experiments
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -142,3 +142,28 @@ def test_bad_config_stops_snakemake_before_any_job(tmp_path, edit, expected):
     assert proc.returncode != 0
     assert expected in proc.stderr + proc.stdout
     assert not (tmp_path / "work" / "data").exists()
+
+
+def alias_bomb(depth):
+    """YAML whose key ``model`` stands for 10^depth values in a few lines (nested aliases)."""
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, depth + 1)]
+    return "\n".join([*lines, f"model: {{init: *a{depth}}}"]) + "\n"
+
+
+def test_a_yaml_alias_bomb_stops_at_once_naming_a_key(tmp_path):
+    """Issue 29: 10^9 values in 10 lines; refused by the first walk, in seconds."""
+    config = yaml.safe_load(alias_bomb(3))
+    check_size(config)  # 1,000 values pass
+    with pytest.raises(ConfigError, match="a4: expands to more than 100,000 values"):
+        check_size(yaml.safe_load(alias_bomb(9)))
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(alias_bomb(9))
+    exe = shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")
+    proc = subprocess.run(
+        [exe, "-n", "--configfile", str(ROOT / "config" / "smoke.yaml"), str(bomb),
+         "-d", str(tmp_path / "work"), "-s", str(ROOT / "Snakefile")],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "expands to more than 100,000 values" in proc.stdout + proc.stderr

@@ -90,6 +90,31 @@ def lookup(config: Any, key: str) -> tuple[bool, Any]:
     return True, config
 
 
+# More values than any configuration of this project holds (the paper's: a few hundred).
+CONFIG_VALUES_LIMIT = 100_000
+
+
+def check_size(config: dict[str, Any], limit: int = CONFIG_VALUES_LIMIT) -> None:
+    """ConfigError, naming the top-level key, when one expands to more than ``limit``
+    values: YAML aliases (``&a`` ... ``*a``) nested in each other load as shared
+    references in no time, but every walk over them (the schema check, its error message)
+    visits each copy, and a few lines can stand for 10^9 values. Counts at most ``limit``."""
+    for key, value in config.items():
+        count, stack = 0, [value]
+        while stack:
+            item = stack.pop()
+            count += 1
+            if count > limit:
+                raise ConfigError(
+                    f"{key}: expands to more than {limit:,} values "
+                    "(YAML aliases, & and *, nested in each other?)"
+                )
+            if isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, (list, tuple)):
+                stack.extend(item)
+
+
 def defaulted_keys(config: dict[str, Any]) -> list[str]:
     """The keys the rules read that ``config`` (as written, before schema defaults) leaves out."""
     keys = list(RULE_KEYS)

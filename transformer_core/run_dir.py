@@ -3,8 +3,9 @@
 ``RUN_DIR`` holds ``checkpoints/step_NNNNNNN.pt`` (every ``checkpoint_interval`` steps
 and at the last step; the newest ``keep_last`` are kept), ``metrics.jsonl`` (one JSON
 object per log line or dev evaluation), ``summary.json`` (written last: its presence
-means the run finished) and ``last.pt`` (the final checkpoint). A run that cannot
-continue with new settings is moved to ``superseded/N/`` (``supersede``).
+means the run finished), ``last.pt`` (the final checkpoint) and ``train.lock`` (held by
+the session training it: ``run_lock``). A run that cannot continue with new settings is
+moved to ``superseded/N/`` (``supersede``).
 
 Every checkpoint also holds the run's metrics lines up to its step (``metrics_log``), so
 the checkpoints alone rebuild the run's outputs: a resumed session rewrites

@@ -15,6 +15,7 @@ from transformer_core.pipeline_config import (
     PARSING_EXPERIMENT,
     PARSING_PAIRS,
     check,
+    check_size,
     defaulted_keys,
     lookup,
     parsing_runs,
@@ -22,6 +23,7 @@ from transformer_core.pipeline_config import (
 )
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
 
+check_size(config)  # before anything walks it: a YAML alias bomb stops here
 DEFAULTED = defaulted_keys(config)  # before validate() fills them in
 validate(config, "../schemas/config.schema.yaml")
 if DEFAULTED:
