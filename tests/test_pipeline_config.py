@@ -1,6 +1,7 @@
 """Configuration checks: every mistake is named by its key, before any job runs."""
 
 import copy
+import shlex
 import shutil
 import subprocess
 import sys
@@ -10,7 +11,14 @@ import pytest
 import yaml
 
 from transformer_core.errors import ConfigError
-from transformer_core.pipeline_config import check, check_size, experiments
+from transformer_core.pipeline_config import (
+    check,
+    check_size,
+    experiments,
+    job_threads,
+    rank_threads,
+    run_options,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -167,3 +175,55 @@ def test_a_yaml_alias_bomb_stops_at_once_naming_a_key(tmp_path):
     )  # fmt: skip
     assert proc.returncode != 0
     assert "expands to more than 100,000 values" in proc.stdout + proc.stderr
+
+
+def test_job_threads_auto_takes_every_core_and_ranks_share_them():
+    """Issue 31: a lone job uses the cores it is given; a number stays a number."""
+    assert job_threads("auto", 2) == 2
+    assert job_threads("auto", None) == 1  # no --cores (a dry run)
+    assert job_threads(1, 16) == 1 and job_threads(4, 2) == 4  # Snakemake lowers 4 to --cores
+    assert rank_threads(16, 8) == 2 and rank_threads(2, 0) == 2 and rank_threads(2, 4) == 1
+
+
+def test_thread_settings_reach_the_jobs(tmp_path):
+    """threads.train auto runs training on every core of --cores (here 2); a number is kept;
+    a bad value is refused by key before any job."""
+    paper = copy.deepcopy(PAPER)
+    target = "runs/en_de/base/summary.json"
+    proc = snakemake_dry_run(tmp_path, paper, "-p", "--cores", "2", target)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "--num-threads 2 --resume" in proc.stdout
+    paper["threads"]["train"] = 1
+    proc = snakemake_dry_run(tmp_path, paper, "-p", "--cores", "2", target)
+    assert "--num-threads 1 --resume" in proc.stdout
+    paper["threads"]["train"] = "all"
+    proc = snakemake_dry_run(tmp_path, paper)
+    assert proc.returncode != 0 and "threads" in proc.stderr + proc.stdout
+
+
+def test_run_options_read_back_as_the_same_configuration():
+    """The report's hints carry this run's --configfile and --config: Snakemake parses the
+    printed --config values back into the values it was given."""
+    from snakemake.cli import parse_config
+
+    overrides = {
+        "mirror": "/data/my mirror",
+        "table4": {"treebank_zip": "../x.zip", "steps": 3},
+        "seeds": [1, 2],
+        "flag": True,
+        "lr": 0.5,
+        "empty": None,
+    }
+    options = run_options(["config/smoke.yaml", "seeds.yaml"], overrides)
+    words = shlex.split(options)
+    assert words[:3] == ["--configfile", "config/smoke.yaml", "seeds.yaml"]
+    assert words[3] == "--config"
+    parsed = parse_config(words[4:])
+    # Nested values come back as strings (Snakemake reads YAML with BaseLoader), as the
+    # user's own --config gave them.
+    assert parsed == {
+        **overrides,
+        "table4": {"treebank_zip": "../x.zip", "steps": "3"},
+        "seeds": ["1", "2"],
+    }
+    assert run_options([], {}) == ""

@@ -135,7 +135,8 @@ def test_cli_writes_csv_and_markdown(run_files):
         "| ours | Transformer (4 layers) | WSJ only, discriminative | run | smoke | 87.50 |" in text
     )
     assert "| 2 | 91.30 | 100000 | 0.50 | NVIDIA H200 | 1 |" in text  # counts stay integers
-    assert "not comparable with the paper's" in text and "beam 21, alpha 0.3" in text
+    assert "not comparable with our F1" in text and "beam 21, alpha 0.3" in text
+    assert "| paper_f1 (paper, WSJ section 23) |" in text  # issue 31: labelled as the paper's
     wsj = cli(
         "--result",
         "wsj_only",

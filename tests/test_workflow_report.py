@@ -6,10 +6,11 @@ and the figures, whose files do not exist yet. The report must not fail on them
 (workflow/rules/common.smk: reported).
 """
 
+import re
 import zipfile
 
 import pytest
-from smoke_run import snakemake
+from smoke_run import SMOKE, snakemake
 
 
 @pytest.mark.slow
@@ -30,3 +31,9 @@ def test_report_after_the_quickstart(smoke_quickstart, tmp_path):
     assert not any(n.endswith("table4.csv") for n in names)
     for name in ("Tables 2, 3 and 4", "results/table4.csv", "not built", "attention_anaphora.png"):
         assert name in html, name
+    # Issue 31: copied as printed, each "builds it" command runs this run's configuration
+    # (without it, `snakemake results/table4.csv` starts the paper-scale one).
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
+    assert f"snakemake results/table4.csv --cores all --configfile {SMOKE} builds it" in text, text[
+        :3000
+    ]

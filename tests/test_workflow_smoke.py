@@ -85,6 +85,13 @@ def test_smoke_workflow_builds_tables_and_report(smoke_quickstart, tmp_path):
 
     for name in ("table2.md", "table3.md", "table4.md", "report.md"):
         assert (tmp_path / "results" / name).stat().st_size > 0
+    # Issue 31: the notes name the smoke corpus's sets; the paper's columns say they are WMT14's.
+    table2_md = (tmp_path / "results" / "table2.md").read_text()
+    assert "the generated test section of smoke_en_de" in table2_md
+    assert "| paper_bleu (paper, WMT14) |" in table2_md
+    table3_md = (tmp_path / "results" / "table3.md").read_text()
+    assert "on the generated dev section of smoke_en_de" in table3_md
+    assert "| paper_ppl (paper, WMT14) |" in table3_md
     report = (tmp_path / "results" / "report.md").read_text()
     assert "How each number was made" in report and "nrefs:1" in report and "source:" in report
     assert (tmp_path / "results" / "plots" / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"

@@ -87,8 +87,6 @@ TABLE3: dict[str, Table3Row] = {
 }
 
 TABLE3_NOTES = (
-    "PPL is per word piece, on newstest2013, without label smoothing; BLEU uses beam search "
-    "without checkpoint averaging.",
     "With tied embeddings and a 37000-token shared vocabulary an exact count gives about 63M "
     "parameters for base and 214M for big; the paper's column is about 2M higher for the "
     "d_model = 512 rows. We report the exact count beside the paper's value.",

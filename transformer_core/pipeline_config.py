@@ -13,9 +13,13 @@ pair-like name (``PARSING_PAIRS``), so ``data/parse_treebank/...`` and
 
 from __future__ import annotations
 
+import math
+import shlex
 import zipfile
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from transformer_core.config import TABLE3_ROWS, ModelConfig
 from transformer_core.errors import ConfigError, UserError
@@ -63,6 +67,10 @@ RULE_KEYS = (
     "table2.pairs",
     "table3.pair",
     "table3.rows",
+    "threads.train",
+    "threads.translate",
+    "threads.bleu_curve",
+    "threads.attention_figures",
 )
 TABLE4_KEYS = (
     "table4.treebank",
@@ -129,6 +137,43 @@ def defaulted_keys(config: dict[str, Any]) -> list[str]:
         if table4.get("semi_supervised_dir"):
             keys.append("table4.semi_supervised_vocab_size")
     return [key for key in keys if not lookup(config, key)[0]]
+
+
+def job_threads(setting: int | str, cores: int | None) -> int:
+    """The threads a job asks Snakemake for: ``threads.<rule>`` as a number, or for ``auto``
+    every core Snakemake has (``workflow.cores``: --cores, or the CPUs of a cluster job's
+    allocation), which it then lowers to what it gives the job."""
+    if setting == "auto":
+        return max(1, cores or 1)
+    return int(setting)
+
+
+def rank_threads(threads: int, gpus: int) -> int:
+    """torch threads of each rank of a training job: a job on G GPUs runs G processes
+    (torchrun), which share the job's threads rather than each taking them all."""
+    return max(1, threads // max(1, gpus))
+
+
+def run_options(configfiles: list[str], overrides: dict[str, Any]) -> str:
+    """This run's ``--configfile`` and ``--config`` options, shell-quoted, for the hints that
+    print a snakemake command (the report's "builds it"): copied as printed, the command then
+    runs the configuration that made the hint, not config/config.yaml. Values are written as
+    Snakemake's --config parser reads them back (``snakemake.cli.parse_config``): a mapping or
+    list in YAML flow style, a scalar as Python prints it (``True``, ``0.5``), empty for None."""
+    words = []
+    if configfiles:
+        words += ["--configfile", *map(str, configfiles)]
+    if overrides:
+        words.append("--config")
+        for key, value in overrides.items():
+            if isinstance(value, (dict, list)):
+                text = yaml.safe_dump(
+                    value, default_flow_style=True, sort_keys=False, width=math.inf
+                ).strip()
+            else:
+                text = "" if value is None else str(value)
+            words.append(f"{key}={text}")
+    return shlex.join(words)
 
 
 def experiments(config: dict[str, Any]) -> list[str]:

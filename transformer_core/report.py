@@ -34,8 +34,9 @@ RECIPE = """\
   get_ende_bleu.sh: unicode punctuation replacement, Moses tokenization, hyphen compounds split as
   ##AT##-##AT##, case-sensitive multi-bleu.perl corpus BLEU); `sacrebleu` is sacreBLEU 13a on the
   detokenized output, with its signature below. The paper-style score runs 0.7-1.5 above sacreBLEU.
-- **Perplexity** (Table 3): exp of the mean per-token negative log-likelihood on newstest2013 at the
-  last training step, without label smoothing, per word piece of the run's own vocabulary (not
+- **Perplexity** (Table 3): exp of the mean per-token negative log-likelihood on the dev set
+  (newstest2013 at paper scale; the notes under each table name this run's sets) at the last
+  training step, without label smoothing, per word piece of the run's own vocabulary (not
   comparable across vocabularies).
 - **Training cost** (Table 2): `cost_flops_paper_method` = wall time x devices x the device's sustained
   single-precision FLOPS (the paper's method and table of devices); `flops_analytic` counts the model's

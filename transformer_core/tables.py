@@ -473,9 +473,11 @@ def write_table(
     csv_path: str | os.PathLike,
     markdown_path: str | os.PathLike | None = None,
     notes: tuple[str, ...] = (),
+    labels: dict[str, str] | None = None,
 ) -> None:
-    """Write the CSV (and its markdown twin) atomically."""
+    """Write the CSV (and its markdown twin, its headers renamed by ``labels``) atomically."""
     with atomic_open(csv_path, "w", newline="") as handle:
         table.to_csv(handle, index=False)
     if markdown_path is not None:
-        atomic_write_text(markdown_path, to_markdown(markdown_view(table), notes))
+        view = markdown_view(table).rename(columns=labels or {})
+        atomic_write_text(markdown_path, to_markdown(view, notes))

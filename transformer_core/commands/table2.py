@@ -21,12 +21,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the newstest2014 score JSON of its averaged model, and its training summary; "
         "repeatable (several seeds of one model and pair make one row: their mean)",
     )
+    parser.add_argument(
+        "--dataset",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("PAIR", "DATASET"),
+        help="the dataset of the registry a pair's runs were trained and tested on (e.g. en_de "
+        "multi30k_en_de), for the notes: they name its test set, and label the paper's columns "
+        "as WMT14 values where it is not WMT14; repeatable",
+    )
     parser.add_argument("--out", required=True, help="CSV output")
     parser.add_argument("--markdown", help="markdown twin of the CSV")
 
 
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--out": args.out, "--markdown": args.markdown})
+    from transformer_core.evaluation_sets import datasets_of, paper_labels, table2_notes
     from transformer_core.paper import TABLE2_NOTES
     from transformer_core.tables import INTERVAL_NOTES, table2, write_table
 
@@ -34,5 +45,12 @@ def run(args: argparse.Namespace) -> int:
         dict(zip(("model", "pair", "seed", "score", "summary"), r, strict=True))
         for r in args.result
     ]
-    write_table(table2(results), args.out, args.markdown, TABLE2_NOTES + INTERVAL_NOTES)
+    datasets = datasets_of(args.dataset)
+    write_table(
+        table2(results),
+        args.out,
+        args.markdown,
+        table2_notes(datasets) + TABLE2_NOTES + INTERVAL_NOTES,
+        paper_labels(datasets, ("paper_bleu", "paper_flops")),
+    )
     return 0

@@ -38,6 +38,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=SEED,
         help=f"seed of sacreBLEU's paired bootstrap test (default: {SEED})",
     )
+    parser.add_argument(
+        "--dataset",
+        nargs=2,
+        required=True,
+        metavar=("PAIR", "DATASET"),
+        help="the pair and registry dataset the rows were trained on (e.g. en_de wmt14_en_de): "
+        "the notes name its dev set, and label the paper's columns where it is not WMT14",
+    )
     parser.add_argument("--out", required=True, help="CSV output")
     parser.add_argument("--markdown", help="markdown twin of the CSV")
     parser.add_argument("--plot", help="PNG chart of the BLEU deltas against base (needs --hyp)")
@@ -47,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     check_outputs({"--out": args.out, "--markdown": args.markdown, "--plot": args.plot})
     from transformer_core.deltas import add_deltas, plot_deltas
     from transformer_core.errors import UserError
+    from transformer_core.evaluation_sets import datasets_of, paper_labels, table3_notes
     from transformer_core.paper import TABLE3_NOTES
     from transformer_core.tables import DELTA_NOTES, INTERVAL_NOTES, table3, write_table
 
@@ -62,8 +71,12 @@ def run(args: argparse.Namespace) -> int:
         )
     elif args.plot:
         raise UserError("--plot needs --hyp: the chart shows the deltas of the paired tests")
-    notes = TABLE3_NOTES + INTERVAL_NOTES + (DELTA_NOTES if args.hyp else ())
-    write_table(table, args.out, args.markdown, notes)
+    datasets = datasets_of([args.dataset])
+    [(pair, dataset)] = datasets.items()
+    notes = table3_notes(pair, dataset) + TABLE3_NOTES + INTERVAL_NOTES
+    notes += DELTA_NOTES if args.hyp else ()
+    labels = paper_labels(datasets, ("paper_ppl", "paper_bleu", "paper_params"))
+    write_table(table, args.out, args.markdown, notes, labels)
     if args.plot:
         plot_deltas(table, args.plot)
     return 0

@@ -17,8 +17,11 @@ from transformer_core.pipeline_config import (
     check,
     check_size,
     defaulted_keys,
+    job_threads,
     lookup,
     parsing_runs,
+    rank_threads,
+    run_options,
     table4_unavailable,
 )
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
@@ -34,6 +37,13 @@ if DEFAULTED:
     )
 check(config, known_datasets=tuple(load_registry().datasets))
 
+# This run's --configfile and --config, for the hints that print a snakemake command (the
+# report's "builds it", workflow/report/workflow.rst, which sees only `config`): added after
+# every check, under a name the schema refuses from a configuration.
+config["_run_options"] = run_options(
+    workflow.overwrite_configfiles or [],
+    workflow.config_settings.overwrite_config or {},
+)
 TABLE3_PAIR = config["table3"]["pair"]
 TABLE4 = config.get("table4")
 PARSING_RUNS = parsing_runs(
@@ -246,6 +256,16 @@ def launcher(wildcards, resources):
     return ["python", "-m", "transformer_core"]
 
 
+def configured_threads(rule_name):
+    """The rule's `threads:`, from threads.<rule_name> (auto: every core Snakemake has)."""
+    return job_threads(config["threads"][rule_name], workflow.cores)
+
+
+def threads_per_rank(wildcards, threads, resources):
+    """`--num-threads` of each process of a training job: its threads over its GPUs."""
+    return rank_threads(threads, int(resources.get("gpu", 0)))
+
+
 def average_last(wildcards):
     return checkpointing(wildcards.pair, split_run(wildcards.exp)[0])["average_last"]
 
@@ -318,7 +338,12 @@ def table2_options():
         for pair, model in table2_runs()
         for seed in SEEDS
         for run in [run_name(model, seed)]
-    ]
+    ] + [dataset_option(pair) for pair in config["table2"]["pairs"]]
+
+
+def dataset_option(pair):
+    """`--dataset PAIR DATASET` of the table commands: the notes name its sets."""
+    return Option("--dataset", (pair, config["pairs"][pair]["dataset"]), {})
 
 
 def table3_row_runs(exp):
@@ -374,7 +399,10 @@ def table3_options():
         for seed in SEEDS
         for run in [run_name(row, seed)]
     ]
-    return options + [Option("--ref", (), {"ref": f"data/{TABLE3_PAIR}/raw/dev.{tgt}"})]
+    return options + [
+        Option("--ref", (), {"ref": f"data/{TABLE3_PAIR}/raw/dev.{tgt}"}),
+        dataset_option(TABLE3_PAIR),
+    ]
 
 
 def trained_runs():

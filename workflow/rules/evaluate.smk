@@ -15,7 +15,7 @@ rule translate:
         "benchmarks/translate/{pair}.{exp}.{split}.{ckpt}.tsv"
     conda:
         ENV
-    threads: 1
+    threads: configured_threads("translate")
     resources:
         mem_mb=4000,
         runtime=30,
@@ -66,7 +66,7 @@ rule bleu_curve:
         "logs/bleu_curve/{pair}.{exp}.{split}.log",
     conda:
         ENV
-    threads: 1
+    threads: configured_threads("bleu_curve")
     params:
         run_dir=run_dir_of,
         checkpoints=config["curves"]["checkpoints"],

@@ -84,7 +84,7 @@ rule attention_figures:
         "logs/attention_figures.log",
     conda:
         ENV
-    threads: 1
+    threads: configured_threads("attention_figures")
     params:
         figures=figure_args,
     shell:

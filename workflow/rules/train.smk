@@ -15,19 +15,20 @@ rule train:
         "benchmarks/train/{pair}.{exp}.tsv"
     conda:
         ENV
-    threads: 1
+    threads: configured_threads("train")
     resources:
         mem_mb=4000,
         runtime=60,
     params:
         launcher=launcher,
+        num_threads=threads_per_rank,
         args=train_args,
         run_dir=train_run_dir,
         train=input_prefix("train"),
         dev=input_prefix("dev"),
     shell:
         "{params.launcher:q} train --train {params.train:q} --dev {params.dev:q} --out-dir {params.run_dir:q}"
-        " {params.args:q} --num-threads {threads:q} --resume --restart-if-changed > {log:q} 2>&1"
+        " {params.args:q} --num-threads {params.num_threads:q} --resume --restart-if-changed > {log:q} 2>&1"
 
 
 rule average:
