@@ -124,6 +124,12 @@ def precision_name(dtype: torch.dtype | None) -> str:
     return "bf16" if dtype == torch.bfloat16 else "fp32"
 
 
+def cpu_threads() -> str:
+    """The CPU threads torch runs on, for the first line of a job's log (`--num-threads`)."""
+    count = torch.get_num_threads()
+    return f"{count} CPU thread{'s' if count > 1 else ''}"
+
+
 def setup_device(
     device: str, precision: str, num_threads: int | None
 ) -> tuple[torch.device, torch.dtype | None]:

@@ -52,7 +52,13 @@ from transformer_core.checkpoint import rng_state, set_rng_state
 from transformer_core.config import ModelConfig, TrainConfig, model_config
 from transformer_core.data.batching import BatchStream, Prefetcher, TokenBucketSampler
 from transformer_core.data.dataset import ParallelDataset
-from transformer_core.device import autocast_dtype, length_multiple, precision_name, use_compile
+from transformer_core.device import (
+    autocast_dtype,
+    cpu_threads,
+    length_multiple,
+    precision_name,
+    use_compile,
+)
 from transformer_core.distributed import DistContext
 from transformer_core.divergence import DivergenceWatch, dev_diverged
 from transformer_core.errors import UserError
@@ -603,7 +609,8 @@ def _train_loop(
     params = count_parameters(trainer.model)
     log(
         f"training {experiment}: {params:,} parameters, vocabulary {model_cfg.vocab_size}, "
-        f"{ctx.world_size} x {device_name(ctx.device)}, precision {precision_name(trainer.autocast)}"
+        f"{ctx.world_size} x {device_name(ctx.device)} ({cpu_threads()} each), "
+        f"precision {precision_name(trainer.autocast)}"
         f"{', compiled' if trainer.compiled else ''}, "
         f"{cfg.max_tokens} tokens per micro-batch x {trainer.accumulation} accumulation x {ctx.world_size} "
         f"device(s) for {cfg.tokens_per_step} target tokens per step; {cfg.steps} steps"

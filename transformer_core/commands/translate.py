@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from transformer_core.device import precision_name, setup_device, use_compile
+    from transformer_core.device import cpu_threads, precision_name, setup_device, use_compile
     from transformer_core.io import atomic_write_text, check_input_file, check_output, read_lines
     from transformer_core.translate import Progress, load_translation_model, translate_lines
 
@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     check_input_file(args.input, "--input")
     device, autocast = setup_device(args.device, args.precision, args.num_threads)
     print(
-        f"decoding on {device}, precision {precision_name(autocast)} (scores in fp32)",
+        f"decoding on {device} ({cpu_threads()}), precision {precision_name(autocast)} "
+        "(scores in fp32)",
         file=sys.stderr,
     )
     model, sp = load_translation_model(args.checkpoint, args.spm, device, args.allow_vocab_mismatch)
