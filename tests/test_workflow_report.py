@@ -37,3 +37,27 @@ def test_report_after_the_quickstart(smoke_quickstart, tmp_path):
     assert f"snakemake results/table4.csv --cores all --configfile {SMOKE} builds it" in text, text[
         :3000
     ]
+
+
+@pytest.mark.slow
+def test_report_hints_carry_config_overrides(smoke_quickstart, tmp_path):
+    """`--config` values are carried too, and `threads: auto` (which reads Snakemake's core
+    count) does not stop a report made without --cores."""
+    assert smoke_quickstart.proc.returncode == 0, smoke_quickstart.proc.stderr[-5000:]
+    report = tmp_path / "report.zip"
+    threads = "threads={train: auto, translate: auto, bleu_curve: auto, attention_figures: auto}"
+    proc = snakemake(smoke_quickstart.workdir, "--report", str(report), "--config", threads)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    with zipfile.ZipFile(report) as archive:
+        html = "".join(
+            archive.read(n).decode("utf-8", "replace")
+            for n in archive.namelist()
+            if n.endswith(".html")
+        )
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
+    expected = f"snakemake results/table4.csv --cores all --configfile {SMOKE} --config '{threads}'"
+    assert (
+        expected.replace("'", "&#x27;") in text
+        or expected.replace("'", "&#39;") in text
+        or (expected in text)
+    ), text[:3000]

@@ -80,7 +80,7 @@ def table3_notes(pair: str, dataset: Dataset) -> tuple[str, ...]:
     if not is_paper_task(pair, dataset):
         notes += (
             "paper_ppl, paper_bleu and paper_params are the paper's values on WMT14 EN-DE "
-            f"{PAPER_SETS['dev']} (a 37000-piece vocabulary, models 4 to 16 times wider): shown "
+            f"{PAPER_SETS['dev']}, with the paper's widths and a 37000-piece vocabulary: shown "
             f"for reference, not comparable with our rows on {set_name(dataset, 'dev')}.",
         )
     return notes

@@ -154,15 +154,25 @@ def rank_threads(threads: int, gpus: int) -> int:
     return max(1, threads // max(1, gpus))
 
 
+def _from_here(path: str | Path) -> str:
+    """``path`` relative to the working directory when it lies below it (Snakemake records
+    configuration files as absolute paths), else as it is."""
+    path, here = Path(path), Path.cwd()
+    if path.is_absolute() and path.is_relative_to(here):
+        return str(path.relative_to(here))
+    return str(path)
+
+
 def run_options(configfiles: list[str], overrides: dict[str, Any]) -> str:
     """This run's ``--configfile`` and ``--config`` options, shell-quoted, for the hints that
     print a snakemake command (the report's "builds it"): copied as printed, the command then
     runs the configuration that made the hint, not config/config.yaml. Values are written as
     Snakemake's --config parser reads them back (``snakemake.cli.parse_config``): a mapping or
-    list in YAML flow style, a scalar as Python prints it (``True``, ``0.5``), empty for None."""
+    list in YAML flow style, a scalar as Python prints it (``True``, ``0.5``), empty for None.
+    ``overrides`` are the ``--config`` values alone, not the configuration files' contents."""
     words = []
     if configfiles:
-        words += ["--configfile", *map(str, configfiles)]
+        words += ["--configfile", *map(_from_here, configfiles)]
     if overrides:
         words.append("--config")
         for key, value in overrides.items():

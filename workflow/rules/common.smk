@@ -6,6 +6,7 @@ import os
 import sys
 from typing import NamedTuple
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from transformer_core.config import EXPERIMENTS
@@ -42,7 +43,7 @@ check(config, known_datasets=tuple(load_registry().datasets))
 # every check, under a name the schema refuses from a configuration.
 config["_run_options"] = run_options(
     workflow.overwrite_configfiles or [],
-    workflow.config_settings.overwrite_config or {},
+    dict(workflow.config_settings.config),  # --config alone
 )
 TABLE3_PAIR = config["table3"]["pair"]
 TABLE4 = config.get("table4")
@@ -257,8 +258,14 @@ def launcher(wildcards, resources):
 
 
 def configured_threads(rule_name):
-    """The rule's `threads:`, from threads.<rule_name> (auto: every core Snakemake has)."""
-    return job_threads(config["threads"][rule_name], workflow.cores)
+    """The rule's `threads:`, from threads.<rule_name> (auto: every core Snakemake has).
+    Without --cores (`--report`, `--lint`) Snakemake runs no job and has no core count.
+    """
+    try:
+        cores = workflow.cores
+    except WorkflowError:
+        cores = None
+    return job_threads(config["threads"][rule_name], cores)
 
 
 def threads_per_rank(wildcards, threads, resources):
