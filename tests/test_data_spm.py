@@ -130,6 +130,23 @@ def test_cli_train_encode_decode_roundtrip(corpus, tmp_path):
         assert dec.read_text(encoding="utf-8") == text.read_text(encoding="utf-8")
 
 
+def test_script_splitting_decides_whether_a_bracket_joins_its_label(tmp_path):
+    trees = tmp_path / "train.tree"
+    trees.write_text("(S (NP XX XX )NP (VP XX (NP XX )NP )VP XX )S\n" * 200)
+    pieces = {}
+    for flag in ("--split-by-unicode-script", "--no-split-by-unicode-script"):
+        prefix = tmp_path / flag.strip("-")
+        result = cli(
+            "train", "--input", trees, "--vocab-size", 19, "--model-prefix", prefix,
+            "--sample-size", 200, "--threads", 1, flag,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        processor = spm.SentencePieceProcessor(model_file=f"{prefix}.model")
+        pieces[flag] = processor.encode("(NP XX )NP", out_type=str)
+    assert "▁(NP" not in pieces["--split-by-unicode-script"]
+    assert pieces["--no-split-by-unicode-script"][0] == "▁(NP"
+
+
 def test_cli_missing_model_is_a_clean_error(tmp_path):
     (tmp_path / "x").write_text("a\n")
     result = cli(

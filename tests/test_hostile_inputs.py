@@ -554,7 +554,8 @@ def test_table4_shows_an_uncomputable_f1_as_such(tmp_path):
     summary = tmp_path / "summary.json"
     summary.write_text(json.dumps({"wall_seconds": 1.0, "device": "cpu", "devices": 1, "steps": 4}))
     table = table4(
-        [{"setting": "wsj_only", "evalb": str(evalb_json), "summary": str(summary)}], "smoke"
+        [{"setting": "wsj_only", "seed": "1", "evalb": str(evalb_json), "summary": str(summary)}],
+        "smoke",
     )
     ours = table[table["source"] == "ours"].iloc[0]
     assert ours["status"] == "no valid sentences" and math.isnan(

@@ -8,6 +8,7 @@ from shared_data import SHARED_DATA
 
 from transformer_core.errors import UserError
 from transformer_core.parsing.trees import (
+    LINEARIZATIONS,
     Repairs,
     Tree,
     clean,
@@ -93,12 +94,29 @@ def test_linearize_as_vinyals_et_al():
     assert " ".join(linearize(tree)) == "(S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S"
 
 
-def test_delinearize_inverts_linearize():
+def test_linearize_with_tags_as_tensor2tensor():
     tree = parse_trees_one("(S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .))")
-    back, repairs = delinearize(linearize(tree), tree.words(), tree.tags())
+    assert " ".join(linearize(tree, "tags")) == "(S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S"
+    with pytest.raises(UserError, match="unknown linearization 'words'; known: xx, tags"):
+        linearize(tree, "words")
+
+
+@pytest.mark.parametrize("linearization", LINEARIZATIONS)
+def test_delinearize_inverts_linearize(linearization):
+    tree = parse_trees_one("(S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .))")
+    sequence = linearize(tree, linearization)
+    back, repairs = delinearize(sequence, tree.words(), tree.tags(), linearization)
     assert back == tree and not repairs
-    untagged, _ = delinearize(linearize(tree), tree.words())
-    assert untagged.tags() == ["XX"] * 5 and untagged.words() == tree.words()
+    predicted, _ = delinearize(sequence, tree.words(), linearization=linearization)
+    assert predicted.words() == tree.words()
+    assert predicted.tags() == (tree.tags() if linearization == "tags" else ["XX"] * 5)
+
+
+def test_delinearize_with_tags_repairs_the_leaf_count():
+    # every token that is not a bracket is a leaf: one too many is dropped, the tags are gold
+    tree, repairs = delinearize("(S (NP DT NN NN )NP )S".split(), ["a", "b"], ["DT", "NN"], "tags")
+    assert str(tree) == "(TOP (S (NP (DT a) (NN b))))"
+    assert repairs == Repairs(leaves_dropped=1)
 
 
 @pytest.mark.parametrize(
@@ -148,9 +166,11 @@ def test_round_trip_is_identity_on_the_nltk_sample():
         ]
     assert len(trees) == 3914
     for tree in trees:
-        back, repairs = delinearize(linearize(tree), tree.words(), tree.tags())
-        assert back == tree, str(tree)
-        assert not repairs
+        for linearization in LINEARIZATIONS:
+            sequence = linearize(tree, linearization)
+            back, repairs = delinearize(sequence, tree.words(), tree.tags(), linearization)
+            assert back == tree, str(tree)
+            assert not repairs
     # Traces and function tags are really gone.
     labels = {node.label for tree in trees for node in _nodes(tree)}
     assert "-NONE-" not in labels

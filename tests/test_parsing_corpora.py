@@ -182,10 +182,23 @@ def test_merge_appends_a_parsed_corpus_to_the_treebank(tmp_path):
     assert proc.returncode == 0 and "1 treebank + 2 corpus pairs" in proc.stdout
 
 
+def test_merge_checks_the_corpus_has_the_treebanks_linearization(tmp_path):
+    treebank = _corpus(tmp_path / "tb", "the dog\n", "(NP DT NN )NP\n")
+    corpus = _corpus(tmp_path / "xx", "hi\n", "(FRAG XX )FRAG\n")
+    assert merge_training_files(treebank, treebank, tmp_path / "ok", "tags") == {
+        "treebank": 1,
+        "corpus": 1,
+    }
+    with pytest.raises(UserError, match=r"xx/train.tree:1: an XX leaf, but table4.linearization"):
+        merge_training_files(treebank, corpus, tmp_path / "out", "tags")
+    with pytest.raises(UserError, match=r"tb/train.tree:1: 0 leaves for 2 words"):
+        merge_training_files(treebank, corpus, tmp_path / "out", "xx")
+
+
 @pytest.mark.parametrize(
     ("words", "trees", "message"),
     [
-        ("a b\n", "(S XX )S\n", r"train.tree:1: 1 XX leaves for 2 words"),
+        ("a b\n", "(S XX )S\n", r"train.tree:1: 1 leaves for 2 words"),
         ("a\nb\n", "(S XX )S\n", "different numbers of lines"),
         ("a\n", "(S XX )S\n(S XX )S\n", "different numbers of lines"),
     ],

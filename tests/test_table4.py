@@ -39,7 +39,9 @@ def run_files(tmp_path):
 
 def test_our_row_beside_the_papers_and_not_run_rows(run_files):
     _, scores, summary = run_files
-    table = table4([{"setting": "wsj_only", "evalb": scores, "summary": summary}], "wsj")
+    table = table4(
+        [{"setting": "wsj_only", "seed": "1", "evalb": scores, "summary": summary}], "wsj"
+    )
     assert list(table.columns) == TABLE4_COLUMNS
     assert list(zip(table.parser, table.training, strict=True)) == [
         (r.parser, r.training) for r in TABLE4
@@ -65,8 +67,8 @@ def test_both_settings_and_short_sentences(run_files):
     mixed = write(tmp_path / "mixed.json", evalb([*GOLD, long_gold], [*TEST, long_test]).as_dict())
     table = table4(
         [
-            {"setting": "semi_supervised", "evalb": mixed, "summary": summary},
-            {"setting": "wsj_only", "evalb": scores, "summary": summary},
+            {"setting": "semi_supervised", "seed": "1", "evalb": mixed, "summary": summary},
+            {"setting": "wsj_only", "seed": "1", "evalb": scores, "summary": summary},
         ],
         "nltk",
     )
@@ -77,26 +79,62 @@ def test_both_settings_and_short_sentences(run_files):
     assert semi.f1 == pytest.approx(100 * 7 / 9) and semi.test_sentences == 3
 
 
+def test_seeds_make_one_row_with_the_mean_beside_each_value(run_files):
+    tmp_path, scores, summary = run_files
+    flat = [
+        "(TOP (S (NP (DT the) (NN dog)) (VBD barked) (IN at) (DT the) (NN cat) (. .)))",
+        TEST[1],
+    ]
+    worse = write(tmp_path / "worse.json", evalb(GOLD, flat).as_dict())
+    slower = write(
+        tmp_path / "slower.json",
+        {"wall_seconds": 3600, "device": "NVIDIA H200", "devices": 1, "steps": 100000},
+    )
+    table = table4(
+        [
+            {"setting": "wsj_only", "seed": "1", "evalb": scores, "summary": summary},
+            {"setting": "wsj_only", "seed": "2", "evalb": worse, "summary": slower},
+        ],
+        "wsj",
+    )
+    run = table[table.source == "ours"].set_index("training").loc["WSJ only, discriminative"]
+    one, two = (evalb(GOLD, t).as_dict()["all"]["f1"] for t in (TEST, flat))
+    assert one == pytest.approx(87.5) and two < one
+    assert run.seeds == "1 2" and run.f1 == pytest.approx((one + two) / 2)
+    assert run.f1_per_seed == f"1:{one:.2f} 2:{two:.2f}" and run.f1_std > 0
+    assert run.train_hours == 0.75
+
+
 def test_errors_name_the_problem(run_files):
     tmp_path, scores, summary = run_files
     with pytest.raises(UserError, match="unknown setting 'multi_task'"):
-        table4([{"setting": "multi_task", "evalb": scores, "summary": summary}], "wsj")
-    with pytest.raises(UserError, match="'wsj_only' given twice"):
-        table4([{"setting": "wsj_only", "evalb": scores, "summary": summary}] * 2, "wsj")
+        table4([{"setting": "multi_task", "seed": "1", "evalb": scores, "summary": summary}], "wsj")
+    with pytest.raises(UserError, match="seed 1 given twice for wsj_only"):
+        table4(
+            [{"setting": "wsj_only", "seed": "1", "evalb": scores, "summary": summary}] * 2, "wsj"
+        )
     with pytest.raises(UserError, match="missing.json"):
         table4(
-            [{"setting": "wsj_only", "evalb": str(tmp_path / "missing.json"), "summary": summary}],
+            [
+                {
+                    "setting": "wsj_only",
+                    "seed": "1",
+                    "evalb": str(tmp_path / "missing.json"),
+                    "summary": summary,
+                }
+            ],
             "wsj",
         )
     bleu = write(tmp_path / "score.json", {"bleu_paper_style": 27.3})
     with pytest.raises(UserError, match="lacks key.*all"):
-        table4([{"setting": "wsj_only", "evalb": bleu, "summary": summary}], "wsj")
+        table4([{"setting": "wsj_only", "seed": "1", "evalb": bleu, "summary": summary}], "wsj")
     other = json.loads((tmp_path / "evalb.json").read_text()) | {"cutoff_len": 100}
     with pytest.raises(UserError, match="cutoff_len is 100"):
         table4(
             [
                 {
                     "setting": "wsj_only",
+                    "seed": "1",
                     "evalb": write(tmp_path / "o.json", other),
                     "summary": summary,
                 }
@@ -117,6 +155,7 @@ def test_cli_writes_csv_and_markdown(run_files):
     proc = cli(
         "--result",
         "wsj_only",
+        "1",
         scores,
         summary,
         "--treebank",
@@ -132,14 +171,17 @@ def test_cli_writes_csv_and_markdown(run_files):
     assert table.status.tolist().count("not run") == 1 and table.status.tolist().count("run") == 1
     text = md.read_text()
     assert (
-        "| ours | Transformer (4 layers) | WSJ only, discriminative | run | smoke | 87.50 |" in text
+        "| ours | Transformer (4 layers) | WSJ only, discriminative | run | smoke | 1 | 87.50 |"
+        in text
     )
     assert "| 2 | 91.30 | 100000 | 0.50 | NVIDIA H200 | 1 |" in text  # counts stay integers
+    assert "f1_per_seed" not in text  # one seed: no per-seed column to read
     assert "not comparable with our F1" in text and "beam 21, alpha 0.3" in text
     assert "| paper_f1 (paper, WSJ section 23) |" in text  # issue 31: labelled as the paper's
     wsj = cli(
         "--result",
         "wsj_only",
+        "1",
         scores,
         summary,
         "--treebank",
@@ -162,6 +204,7 @@ def test_cli_writes_csv_and_markdown(run_files):
         cli(
             "--result",
             "wsj_only",
+            "1",
             nothing,
             summary,
             "--treebank",
@@ -183,6 +226,7 @@ def test_cli_without_results_and_with_a_missing_file(tmp_path):
     proc = cli(
         "--result",
         "wsj_only",
+        "1",
         str(tmp_path / "none.json"),
         str(tmp_path / "s.json"),
         "--treebank",

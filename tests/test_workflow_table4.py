@@ -147,7 +147,11 @@ def test_smoke_dry_run_lists_the_parsing_jobs(tmp_path):
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert job_counts(proc.stdout) == PARSING_JOBS
     out = proc.stdout
-    assert "transformer-core treebank smoke --train 3000 --dev 250 --test 250 --seed 0" in out
+    assert (
+        "transformer-core treebank smoke --train 3000 --dev 250 --test 250 --seed 0"
+        " --linearization xx" in out
+    )
+    assert "--no-split-by-unicode-script" not in out  # sentencepiece's default
     assert (
         "--input data/parse_treebank/treebank/train.words data/parse_treebank/treebank/train.tree"
         in out
@@ -159,7 +163,7 @@ def test_smoke_dry_run_lists_the_parsing_jobs(tmp_path):
     assert "--input data/parse_treebank/treebank/test.words" in out
     assert "--beam 21 --alpha 0.3 --max-len-a 1.0 --max-len-b 300" in out
     assert "--tags data/parse_treebank/treebank/test.tags" in out
-    assert "--result wsj_only results/evalb/parse_treebank/parsing.test.avg.json" in out
+    assert "--result wsj_only 1 results/evalb/parse_treebank/parsing.test.avg.json" in out
     default = snakemake(tmp_path, SMOKE, "-n")
     assert default.returncode == 0 and job_counts(default.stdout)["table4"] == 1
     assert not (tmp_path / "work" / "data").exists()
@@ -195,7 +199,24 @@ def test_paper_dry_run_with_a_treebank_and_a_corpus(tmp_path):
     # the semi-supervised run is tuned and tested on the treebank's own sections
     assert "--src data/parse_treebank/treebank/dev.words" in out
     assert out.count("--input data/parse_treebank/treebank/test.words") == 2
-    assert "--result semi_supervised results/evalb/parse_semi/parsing.test.avg.json" in out
+    assert "--result semi_supervised 1 results/evalb/parse_semi/parsing.test.avg.json" in out
+    assert "transformer-core treebank merge" in out and "--linearization xx" in out
+
+
+def test_seeds_and_linearization_reach_the_parsing_jobs(tmp_path):
+    config = with_table4(
+        {**SMOKE, "seeds": [1, 2]}, linearization="tags", split_by_unicode_script=False
+    )
+    proc = snakemake(tmp_path, config, "-n", "-p", "results/table4.csv")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    counts = job_counts(proc.stdout)
+    for rule in ("train", "average", "translate", "delinearize", "evalb"):
+        assert counts[rule] == 2, rule
+    out = proc.stdout
+    assert out.count("--linearization tags") == 3  # treebank, and delinearize per seed
+    assert out.count("--no-split-by-unicode-script") == 1  # the parsing vocabulary
+    assert "--result wsj_only 1 results/evalb/parse_treebank/parsing.test.avg.json" in out
+    assert "--result wsj_only 2 results/evalb/parse_treebank/parsing-seed2.test.avg.json" in out
 
 
 def test_paper_placeholder_skips_table4_and_names_the_key_when_asked(tmp_path):

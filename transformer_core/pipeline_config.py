@@ -74,6 +74,8 @@ RULE_KEYS = (
 )
 TABLE4_KEYS = (
     "table4.treebank",
+    "table4.linearization",
+    "table4.split_by_unicode_script",
     "table4.vocab_size",
     "table4.semi_supervised_dir",
     "table4.decode.beam",

@@ -92,7 +92,10 @@ TABLE4_COLUMNS = [
     "training",
     "status",
     "treebank",
+    "seeds",
     "f1",
+    "f1_std",
+    "f1_per_seed",
     "f1_len_le_40",
     "recall",
     "precision",
@@ -328,48 +331,47 @@ def table3(row_csvs: list[str]) -> pd.DataFrame:
 def table4(results: list[dict[str, str]], treebank: str) -> pd.DataFrame:
     """Table 4 in the paper's row order, our rows where the paper's Transformer rows are.
 
-    ``results`` items have ``setting`` (``wsj_only`` or ``semi_supervised``), ``evalb``
-    (the JSON of ``transformer-core evalb`` on the test split) and ``summary`` (training
-    summary path). A setting without a result is a row with status ``not run``;
-    ``treebank`` names what our rows were trained and tested on (only ``wsj`` is the
-    paper's section 23).
+    ``results`` items have ``setting`` (``wsj_only`` or ``semi_supervised``), ``seed`` (of
+    the training run), ``evalb`` (the JSON of ``transformer-core evalb`` on the test split)
+    and ``summary`` (training summary path). Several seeds of one setting make one row: F1,
+    recall, precision and training time are means over the seeds, with each seed's F1
+    beside them. A setting without a result is a row with status ``not run``; ``treebank``
+    names what our rows were trained and tested on (only ``wsj`` is the paper's section 23).
     """
     ours: dict[str, dict[str, Any]] = {}
-    for item in results:
-        setting = item["setting"]
+    for (setting,), items in group_seeds(results, ("setting",)).items():
         if setting not in TABLE4_SETTINGS:
             raise UserError(
                 f"table4: unknown setting {setting!r}; known: {', '.join(TABLE4_SETTINGS)}"
             )
-        if setting in ours:
-            raise UserError(f"table4: setting {setting!r} given twice")
-        scores = read_json(item["evalb"], ("all", "cutoff_len"))
-        if scores["cutoff_len"] != EVALB_CUTOFF_LEN:
-            raise UserError(
-                f"{item['evalb']}: cutoff_len is {scores['cutoff_len']}, not COLLINS.prm's "
-                f"{EVALB_CUTOFF_LEN}"
-            )
-        short = read_json(item["evalb"], (f"len<={EVALB_CUTOFF_LEN}",))[f"len<={EVALB_CUTOFF_LEN}"]
-        summary = read_json(item["summary"], ("wall_seconds", "device", "devices", "steps"))
-        # No valid sentence: nothing was scored, the row says so. Valid sentences but no bracket
-        # EVALB counts: F1 stays an empty cell (EVALB's nan), never a number.
-        valid = scores["all"].get("valid_sentences", 1) > 0
-        f1 = scores["all"]["f1"]
-        f1 = f1 if isinstance(f1, (int, float)) and math.isfinite(f1) else None
-        ours[setting] = {
-            "status": "run" if valid else "no valid sentences",
+        runs = [_evalb_run(item) for item in items]
+        summaries = [
+            read_json(i["summary"], ("wall_seconds", "device", "devices", "steps")) for i in items
+        ]
+        seeds = [int(i["seed"]) for i in items]
+        first = summaries[0]
+        row = {
+            "status": "run" if all(r["valid"] for r in runs) else "no valid sentences",
             "treebank": treebank,
-            "f1": f1 if valid else None,
-            "f1_len_le_40": short["f1"] if valid and f1 is not None else None,
-            "recall": scores["all"]["recall"],
-            "precision": scores["all"]["precision"],
-            "test_sentences": scores["all"]["valid_sentences"],
-            "steps": summary["steps"],
-            "train_hours": summary["wall_seconds"] / 3600.0,
-            "device": summary["device"],
-            "devices": summary["devices"],
-            "train_precision": train_precision(summary),
+            "seeds": " ".join(map(str, seeds)),
+            "test_sentences": runs[0]["test_sentences"],
+            "steps": first["steps"],
+            "train_hours": _mean_of(summaries, "wall_seconds", 3600.0),
+            "device": first["device"],
+            "devices": first["devices"],
+            "train_precision": train_precision(first),
         }
+        for key in ("recall", "precision"):
+            row[key] = mean_std([r[key] for r in runs])[0]
+        if all(r["f1"] is not None for r in runs):
+            row.update(seed_columns("f1", seeds, [r["f1"] for r in runs], None))
+            row["f1_len_le_40"] = mean_std([r["f1_len_le_40"] for r in runs])[0]
+        else:  # EVALB's nan in some run: no mean to show, each seed's value is
+            row["f1_per_seed"] = " ".join(
+                f"{seed}:{'nan' if r['f1'] is None else format(r['f1'], '.2f')}"
+                for seed, r in zip(seeds, runs, strict=True)
+            )
+        ours[setting] = row
     setting_of = {training: setting for setting, training in TABLE4_SETTINGS.items()}
     rows = []
     for paper in TABLE4:
@@ -385,6 +387,32 @@ def table4(results: list[dict[str, str]], treebank: str) -> pd.DataFrame:
         "devices": "Int64",
     }  # integers beside empty cells
     return pd.DataFrame(rows, columns=TABLE4_COLUMNS).astype(counts)
+
+
+def _evalb_run(item: dict[str, str]) -> dict[str, Any]:
+    """One run's test scores from its EVALB JSON; F1 is None where EVALB prints nan.
+
+    No valid sentence: nothing was scored, the row says so. Valid sentences but no bracket
+    EVALB counts: F1 stays an empty cell (EVALB's nan), never a number.
+    """
+    scores = read_json(item["evalb"], ("all", "cutoff_len"))
+    if scores["cutoff_len"] != EVALB_CUTOFF_LEN:
+        raise UserError(
+            f"{item['evalb']}: cutoff_len is {scores['cutoff_len']}, not COLLINS.prm's "
+            f"{EVALB_CUTOFF_LEN}"
+        )
+    short = read_json(item["evalb"], (f"len<={EVALB_CUTOFF_LEN}",))[f"len<={EVALB_CUTOFF_LEN}"]
+    valid = scores["all"].get("valid_sentences", 1) > 0
+    f1 = scores["all"]["f1"]
+    f1 = f1 if valid and isinstance(f1, (int, float)) and math.isfinite(f1) else None
+    return {
+        "valid": valid,
+        "f1": f1,
+        "f1_len_le_40": short["f1"] if f1 is not None else None,
+        "recall": scores["all"]["recall"],
+        "precision": scores["all"]["precision"],
+        "test_sentences": scores["all"]["valid_sentences"],
+    }
 
 
 def _cell(value: Any) -> str:

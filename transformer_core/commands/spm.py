@@ -38,6 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--seed", type=seed, default=0, help="seed of the line sample")
     train.add_argument("--character-coverage", type=float, default=1.0)
     train.add_argument("--threads", type=int, help="training threads (default: all cores)")
+    train.add_argument(
+        "--split-by-unicode-script",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="sentencepiece's split_by_unicode_script: no piece mixes scripts (default: on; "
+        "off lets a tree's bracket and label, '(NP', be one piece)",
+    )
     for name, what in (("encode", "text to pieces"), ("decode", "pieces to text")):
         action = sub.add_parser(name, help=f"{what}, line by line")
         action.add_argument("--model", required=True, type=Path, help="PREFIX.model")
@@ -62,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             character_coverage=args.character_coverage,
             threads=args.threads,
+            split_by_unicode_script=args.split_by_unicode_script,
         )
         print(
             f"spm train: {info['lines_sampled']} of {info['lines_total']} lines sampled, "

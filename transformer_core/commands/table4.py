@@ -12,12 +12,13 @@ HELP = "Assemble Table 4 (parsing F1 on the test section) from EVALB and trainin
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--result",
-        nargs=3,
+        nargs=4,
         action="append",
         default=[],
-        metavar=("SETTING", "EVALB_JSON", "SUMMARY_JSON"),
-        help="one of our rows: setting (wsj_only|semi_supervised), the `transformer-core "
-        "evalb --json` file of its test split, and its training summary; repeatable. "
+        metavar=("SETTING", "SEED", "EVALB_JSON", "SUMMARY_JSON"),
+        help="one run of our rows: setting (wsj_only|semi_supervised), the run's seed, the "
+        "`transformer-core evalb --json` file of its test split, and its training summary; "
+        "repeatable, once per seed (a row shows the mean over its seeds and each seed's F1). "
         "A setting without --result shows as 'not run'",
     )
     parser.add_argument(
@@ -35,7 +36,9 @@ def run(args: argparse.Namespace) -> int:
     from transformer_core.paper import TABLE4_NOTES
     from transformer_core.tables import table4, write_table
 
-    results = [dict(zip(("setting", "evalb", "summary"), r, strict=True)) for r in args.result]
+    results = [
+        dict(zip(("setting", "seed", "evalb", "summary"), r, strict=True)) for r in args.result
+    ]
     table = table4(results, args.treebank)
     notes, labels = TABLE4_NOTES, {}
     if args.treebank != "wsj":

@@ -22,6 +22,18 @@ HELP = (
 )
 
 
+def _linearization(parser: argparse.ArgumentParser) -> None:
+    from transformer_core.parsing.trees import LINEARIZATIONS
+
+    parser.add_argument(
+        "--linearization",
+        choices=LINEARIZATIONS,
+        default="xx",
+        help="the trees' leaf tokens: xx - XX for every tag (Vinyals et al. 2015; default), "
+        "tags - each word's part-of-speech tag (tensor2tensor's wsj_parsing)",
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
@@ -30,11 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dir", required=True, help="folder with wsj/SS/wsj_SSNN.mrg or SS/wsj_SSNN.mrg"
     )
     wsj.add_argument("--out", required=True, help="output folder")
+    _linearization(wsj)
 
     smoke = actions.add_parser(
         "smoke", help="a small treebank generated from a probabilistic grammar"
     )
     smoke.add_argument("--out", required=True, help="output folder")
+    _linearization(smoke)
     smoke.add_argument("--seed", type=seed, default=0, help="random seed (default: 0)")
     smoke.add_argument("--train", type=int, default=3000, help="training trees (default: 3000)")
     smoke.add_argument("--dev", type=int, default=250, help="dev trees (default: 250)")
@@ -45,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--zip", required=True, help="NLTK's treebank.zip (treebank/combined/wsj_*.mrg)"
     )
     nltk.add_argument("--out", required=True, help="output folder")
+    _linearization(nltk)
     nltk.add_argument(
         "--test-files",
         type=int,
@@ -66,6 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="folder with a parsed corpus in the same format: train.words and train.tree",
     )
     merge.add_argument("--out", required=True, help="output folder: train.words and train.tree")
+    _linearization(merge)
 
     delin = actions.add_parser(
         "delinearize", help="predicted sequences -> repaired trees for EVALB"
@@ -76,8 +92,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     delin.add_argument(
         "--tags",
         help="gold part-of-speech tags, one line per sentence (OUT/test.tags); without them "
-        "every tag is XX and EVALB cannot delete punctuation",
+        "every tag is XX (or the predicted one, with --linearization tags) and EVALB cannot "
+        "delete punctuation",
     )
+    _linearization(delin)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     )
 
     if args.action == "merge":
-        counts = merge_training_files(args.treebank, args.corpus, args.out)
+        counts = merge_training_files(args.treebank, args.corpus, args.out, args.linearization)
         print(
             f"train: {counts['treebank']} treebank + {counts['corpus']} corpus pairs -> {args.out}"
         )
@@ -110,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         if min(sizes.values()) < 1:
             raise UserError(f"every split needs at least one tree, not {sizes}")
         splits = generate_treebank(sizes, args.seed)
-    counts = write_parsing_corpus(args.out, splits)
+    counts = write_parsing_corpus(args.out, splits, args.linearization)
     print(", ".join(f"{split} {n} trees" for split, n in counts.items()) + f" -> {args.out}")
     return 0
 
@@ -135,7 +153,9 @@ def _delinearize(args: argparse.Namespace) -> int:
                 raise UserError(
                     f"{args.tags}:{i + 1}: {len(sentence_tags)} tags for {len(sentence_words)} words"
                 )
-            tree, repairs = delinearize(pred.split(), sentence_words, sentence_tags)
+            tree, repairs = delinearize(
+                pred.split(), sentence_words, sentence_tags, args.linearization
+            )
             out.write(f"{tree}\n")
             repaired += bool(repairs)
             for name in totals:

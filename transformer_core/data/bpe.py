@@ -88,8 +88,14 @@ def train(
     seed: int = 0,
     character_coverage: float = 1.0,
     threads: int | None = None,
+    split_by_unicode_script: bool = True,
 ) -> dict[str, Any]:
-    """Train a joint BPE model on a sample of ``inputs``; writes PREFIX.model and PREFIX.vocab."""
+    """Train a joint BPE model on a sample of ``inputs``; writes PREFIX.model and PREFIX.vocab.
+
+    ``split_by_unicode_script`` is sentencepiece's own switch (on by default): on, no piece
+    mixes scripts, so a linearized tree's bracket and label (``(NP``) are always two pieces;
+    off, they can be one.
+    """
     if vocab_size < len(SPECIAL_IDS) + 1:
         raise UserError(f"vocab_size {vocab_size} is too small")
     prefix = Path(model_prefix)
@@ -110,6 +116,7 @@ def train(
                 model_type="bpe",
                 vocab_size=vocab_size,
                 character_coverage=character_coverage,
+                split_by_unicode_script=split_by_unicode_script,
                 input_sentence_size=0,  # the sample is already bounded: use all of it
                 shuffle_input_sentence=False,
                 num_threads=threads or os.cpu_count() or 1,

@@ -6,7 +6,8 @@ NLTK's free 10% sample of it (a real-data check). Both are cleaned (traces and
 function tags removed) and written as the same parallel files:
 
 - ``{split}.words``: the sentence, space-separated (the model's input);
-- ``{split}.tree``: its linearized tree (the model's output);
+- ``{split}.tree``: its linearized tree (the model's output), with ``XX`` or each
+  word's tag at the leaves (``trees.LINEARIZATIONS``);
 - ``{split}.tags`` and ``{split}.gold`` for dev and test: gold part-of-speech tags
   (``treebank delinearize`` gives them back to predicted trees, so that EVALB
   deletes the same punctuation on both sides) and gold trees for EVALB.
@@ -26,7 +27,15 @@ from pathlib import Path
 
 from transformer_core.errors import UserError
 from transformer_core.io import atomic_open
-from transformer_core.parsing.trees import POS_PLACEHOLDER, Tree, clean, linearize, parse_trees
+from transformer_core.parsing.trees import (
+    POS_PLACEHOLDER,
+    Tree,
+    check_linearization,
+    clean,
+    leaves_of,
+    linearize,
+    parse_trees,
+)
 
 SPLITS = ("train", "dev", "test")
 WSJ_SECTIONS = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}
@@ -110,15 +119,18 @@ def read_nltk_sample(zip_path: str | os.PathLike, held_out_files: int) -> dict[s
         }
 
 
-def write_parsing_corpus(out: str | os.PathLike, splits: dict[str, list[Tree]]) -> dict[str, int]:
+def write_parsing_corpus(
+    out: str | os.PathLike, splits: dict[str, list[Tree]], linearization: str = "xx"
+) -> dict[str, int]:
     """Write the parallel files of every split (see the module docstring); return tree counts."""
+    check_linearization(linearization)
     out = Path(out)
     for split in SPLITS:
         trees = splits[split]
         if not trees:
             raise UserError(f"the {split} split has no trees")
         _write_lines(out / f"{split}.words", (" ".join(t.words()) for t in trees))
-        _write_lines(out / f"{split}.tree", (" ".join(linearize(t)) for t in trees))
+        _write_lines(out / f"{split}.tree", (" ".join(linearize(t, linearization)) for t in trees))
         if split != "train":
             _write_lines(out / f"{split}.tags", (" ".join(t.tags()) for t in trees))
             _write_lines(out / f"{split}.gold", (str(t) for t in trees))
@@ -132,12 +144,15 @@ def _write_lines(path: Path, lines: Iterable[str]) -> None:
 
 
 def merge_training_files(
-    treebank: str | os.PathLike, corpus: str | os.PathLike, out: str | os.PathLike
+    treebank: str | os.PathLike,
+    corpus: str | os.PathLike,
+    out: str | os.PathLike,
+    linearization: str = "xx",
 ) -> dict[str, int]:
     """``OUT/train.{words,tree}``: the treebank's training pairs, then the corpus's.
 
-    Streams both; every corpus line is checked as it is copied: as many ``XX``
-    leaves in the tree as words in the sentence, and as many lines in both files
+    Streams both; every line is checked as it is copied: as many leaves in the tree
+    (``XX``, or tags for ``tags``) as words in the sentence, and as many lines in both files
     (a misaligned corpus would otherwise train on nonsense without a sign).
     Returns the pair counts of each part.
     """
@@ -146,12 +161,12 @@ def merge_training_files(
     with atomic_open(out / "train.words") as words_out, atomic_open(out / "train.tree") as tree_out:
         for name, folder in (("treebank", treebank), ("corpus", corpus)):
             counts[name] = _copy_pairs(
-                folder / "train.words", folder / "train.tree", words_out, tree_out
+                folder / "train.words", folder / "train.tree", words_out, tree_out, linearization
             )
     return counts
 
 
-def _copy_pairs(words_path: Path, tree_path: Path, words_out, tree_out) -> int:
+def _copy_pairs(words_path: Path, tree_path: Path, words_out, tree_out, linearization: str) -> int:
     for path in (words_path, tree_path):
         if not path.is_file():
             raise UserError(f"{path}: no such file")
@@ -160,11 +175,18 @@ def _copy_pairs(words_path: Path, tree_path: Path, words_out, tree_out) -> int:
         for count, (sentence, tree) in enumerate(zip_longest(words, trees), start=1):
             if sentence is None or tree is None:
                 raise UserError(f"{words_path} and {tree_path} have different numbers of lines")
-            leaves = tree.split().count(POS_PLACEHOLDER)
+            tokens = tree.split()
+            if linearization == "tags" and POS_PLACEHOLDER in tokens:
+                raise UserError(
+                    f"{tree_path}:{count}: an {POS_PLACEHOLDER} leaf, but table4.linearization is "
+                    "'tags' (each leaf a part-of-speech tag): linearize the corpus the same way"
+                )
+            leaves = leaves_of(tokens, linearization)
             if leaves != len(sentence.split()):
                 raise UserError(
-                    f"{tree_path}:{count}: {leaves} {POS_PLACEHOLDER} leaves for "
-                    f"{len(sentence.split())} words in {words_path}:{count}"
+                    f"{tree_path}:{count}: {leaves} leaves for {len(sentence.split())} words in "
+                    f"{words_path}:{count} (a tree linearized as table4.linearization "
+                    f"{linearization!r} has one leaf token per word)"
                 )
             words_out.write(sentence.rstrip("\n") + "\n")
             tree_out.write(tree.rstrip("\n") + "\n")

@@ -11,8 +11,11 @@ indices (``NP-SBJ-1`` and ``NP=2`` become ``NP``; ``-LRB-``/``-RRB-`` stay).
 
 Vinyals et al. (2015, "Grammar as a Foreign Language") turn a tree into a
 token sequence: an opening label ``(S``, a closing label ``)S``, and ``XX`` for
-every part-of-speech tag. ``delinearize`` turns such a sequence back into a
-tree over the sentence's words, repairing what a model may get wrong.
+every part-of-speech tag (linearization ``xx``). The paper's own code,
+tensor2tensor's ``wsj_parsing``, keeps each word's tag instead of ``XX``
+(linearization ``tags``): a tag depends on its word, so predicting it makes the
+model align its output with its input. ``delinearize`` turns either sequence
+back into a tree over the sentence's words, repairing what a model may get wrong.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from transformer_core.errors import UserError
 POS_PLACEHOLDER = "XX"
 TRACE_TAG = "-NONE-"
 ROOT_LABEL = "TOP"
+LINEARIZATIONS = ("xx", "tags")  # the leaf token: XX, or the word's part-of-speech tag
 _ROOT_ALIASES = ("", "ROOT", ROOT_LABEL)
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 _FUNCTION_TAG = re.compile(r"[-=]")
@@ -148,16 +152,18 @@ def clean(tree: Tree) -> Tree | None:
 # --- linearization -----------------------------------------------------------------------
 
 
-def linearize(tree: Tree) -> list[str]:
-    """Vinyals et al.'s target sequence: ``(S (NP XX XX )NP (VP XX )VP XX )S``.
+def linearize(tree: Tree, linearization: str = "xx") -> list[str]:
+    """The target sequence: ``(S (NP XX XX )NP (VP XX )VP XX )S`` (``xx``, Vinyals et al.) or
+    ``(S (NP NNP NNP )NP (VP VBZ )VP . )S`` (``tags``, tensor2tensor's).
 
     The TOP root is not part of the sequence; its children are.
     """
+    check_linearization(linearization)
     tokens: list[str] = []
 
     def visit(node: Tree) -> None:
         if node.is_preterminal:
-            tokens.append(POS_PLACEHOLDER)
+            tokens.append(POS_PLACEHOLDER if linearization == "xx" else node.label)
             return
         tokens.append("(" + node.label)
         for child in node.children:
@@ -167,6 +173,24 @@ def linearize(tree: Tree) -> list[str]:
     for child in tree.children if tree.label == ROOT_LABEL else [tree]:
         visit(child)
     return tokens
+
+
+def check_linearization(linearization: str) -> None:
+    if linearization not in LINEARIZATIONS:
+        raise UserError(
+            f"unknown linearization {linearization!r}; known: {', '.join(LINEARIZATIONS)}"
+        )
+
+
+def _is_bracket(token: str) -> bool:
+    return len(token) > 1 and token[0] in "()"
+
+
+def leaves_of(tokens: Sequence[str], linearization: str) -> int:
+    """How many leaf tokens a linearized tree has: one per word when it is well formed."""
+    if linearization == "xx":
+        return sum(token == POS_PLACEHOLDER for token in tokens)
+    return sum(not _is_bracket(token) for token in tokens)
 
 
 @dataclass
@@ -185,19 +209,24 @@ class Repairs:
 
 
 def delinearize(
-    tokens: Sequence[str], words: Sequence[str], tags: Sequence[str] | None = None
+    tokens: Sequence[str],
+    words: Sequence[str],
+    tags: Sequence[str] | None = None,
+    linearization: str = "xx",
 ) -> tuple[Tree, Repairs]:
     """A TOP-rooted tree over ``words`` from a predicted sequence, repaired to be well formed.
 
-    Repairs: tokens that are neither ``(L``, ``)L`` nor ``XX`` are ignored; a
+    The leaves are the ``XX`` tokens (``xx``) or every token that is not a bracket
+    (``tags``: the predicted tags). Repairs: other tokens of an ``xx`` sequence are ignored; a
     closing bracket closes the innermost open constituent whatever its label,
     and one with nothing open is ignored; constituents still open at the end
     are closed; ``XX`` leaves beyond the number of words are dropped from the
     end, missing ones are added under the last top-level constituent;
     constituents left without leaves are removed. Preterminals get ``tags``
     (the gold tags when scoring with EVALB, which deletes punctuation by its
-    tag) or ``XX``.
+    tag), else the predicted tags (``tags``) or ``XX``.
     """
+    check_linearization(linearization)
     if tags is not None and len(tags) != len(words):
         raise ValueError(f"{len(tags)} tags for {len(words)} words")
     repairs = Repairs()
@@ -205,8 +234,8 @@ def delinearize(
     stack = [root]
     leaves: list[tuple[Tree, Tree]] = []  # (parent, placeholder), left to right
     for token in tokens:
-        if token == POS_PLACEHOLDER:
-            leaf = Tree(POS_PLACEHOLDER)
+        if token == POS_PLACEHOLDER or (linearization == "tags" and not _is_bracket(token)):
+            leaf = Tree(token)
             stack[-1].children.append(leaf)
             leaves.append((stack[-1], leaf))
         elif len(token) > 1 and token[0] == "(":
@@ -237,7 +266,8 @@ def delinearize(
 
     repairs.empty_constituents = _prune_empty(root, slots)
     for i, node in enumerate(_slots_in_order(root, slots)):
-        node.label = tags[i] if tags is not None else POS_PLACEHOLDER
+        if tags is not None:
+            node.label = tags[i]
         node.children = [words[i]]
     return root, repairs
 

@@ -153,6 +153,13 @@ def vocab_size(wildcards):
     return config["pairs"][wildcards.pair]["vocab_size"]
 
 
+def spm_options(wildcards):
+    """`spm train` options beyond the vocabulary size: the parsing runs' script splitting."""
+    if is_parsing(wildcards.pair) and not TABLE4["split_by_unicode_script"]:
+        return ["--no-split-by-unicode-script"]
+    return []
+
+
 def spm_sample_size(wildcards):
     settings = {} if is_parsing(wildcards.pair) else config["pairs"][wildcards.pair]
     return settings.get("spm_sample_size", 10000000)
@@ -431,7 +438,7 @@ def treebank_action(wildcards):
     """`transformer-core treebank` action and options of the configured treebank."""
     kind = TABLE4["treebank"]
     if kind == "wsj":
-        return ["wsj", "--dir", TABLE4["treebank_dir"]]
+        return ["wsj", "--dir", TABLE4["treebank_dir"], *linearization(wildcards)]
     if kind == "nltk":
         return [
             "nltk",
@@ -439,10 +446,16 @@ def treebank_action(wildcards):
             TABLE4["treebank_zip"],
             "--test-files",
             TABLE4["held_out_files"],
+            *linearization(wildcards),
         ]
     sizes = TABLE4["smoke"]
     return ["smoke", "--train", sizes["train"], "--dev", sizes["dev"], "--test", sizes["test"],
-            "--seed", sizes["seed"]]  # fmt: skip
+            "--seed", sizes["seed"], *linearization(wildcards)]  # fmt: skip
+
+
+def linearization(wildcards):
+    """`--linearization` of the `treebank` actions: the leaf tokens of the trees."""
+    return ["--linearization", TABLE4["linearization"]]
 
 
 def treebank_source(wildcards):
@@ -479,18 +492,21 @@ def treebank_input(ext):
 
 
 def table4_options():
-    """Each Table 4 setting's averaged test EVALB scores and training summary; the treebank."""
+    """Each Table 4 setting's averaged test EVALB scores and training summary, once per seed;
+    the treebank."""
     require_table4()
     results = [
         Option(
             "--result",
-            (setting,),
+            (setting, seed),
             {
-                f"evalb_{setting}": f"results/evalb/{pair}/{PARSING_EXPERIMENT}.test.avg.json",
-                f"summary_{setting}": f"runs/{pair}/{PARSING_EXPERIMENT}/summary.json",
+                f"evalb_{setting}_{seed}": f"results/evalb/{pair}/{run}.test.avg.json",
+                f"summary_{setting}_{seed}": f"runs/{pair}/{run}/summary.json",
             },
         )
         for setting, pair in PARSING_RUNS.items()
+        for seed in SEEDS
+        for run in [run_name(PARSING_EXPERIMENT, seed)]
     ]
     return results + [Option("--treebank", (TABLE4["treebank"],), {})]
 

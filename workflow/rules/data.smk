@@ -121,9 +121,11 @@ rule spm_train:
         vocab_size=vocab_size,
         sample_size=spm_sample_size,
         prefix=output_prefix(".model"),
+        options=spm_options,
     shell:
         "transformer-core spm train --input {input:q} --vocab-size {params.vocab_size:q}"
-        " --sample-size {params.sample_size:q} --model-prefix {params.prefix:q} > {log:q} 2>&1"
+        " --sample-size {params.sample_size:q} --model-prefix {params.prefix:q}"
+        " {params.options:q} > {log:q} 2>&1"
 
 
 rule binarize:

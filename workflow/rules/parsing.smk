@@ -46,9 +46,10 @@ rule treebank_merge:
         treebank=input_dir("treebank_words"),
         corpus=input_dir("corpus_words"),
         out=output_dir,
+        linearization=linearization,
     shell:
         "transformer-core treebank merge --treebank {params.treebank:q} --corpus {params.corpus:q}"
-        " --out {params.out:q} > {log:q} 2>&1"
+        " --out {params.out:q} {params.linearization:q} > {log:q} 2>&1"
 
 
 rule delinearize:
@@ -64,9 +65,11 @@ rule delinearize:
         pair="parse_[a-z]+",
     conda:
         ENV
+    params:
+        linearization=linearization,
     shell:
         "transformer-core treebank delinearize --words {input.words:q} --pred {input.pred:q}"
-        " --tags {input.tags:q} --out {output:q} > {log:q} 2>&1"
+        " --tags {input.tags:q} --out {output:q} {params.linearization:q} > {log:q} 2>&1"
 
 
 rule evalb:
