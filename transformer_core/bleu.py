@@ -239,31 +239,16 @@ def read_pair(hyp_path: str | os.PathLike, ref_path: str | os.PathLike) -> tuple
     return hyps, refs
 
 
-def score_files(
-    hyp_path: str | os.PathLike,
-    ref_path: str | os.PathLike,
-    lang: str = "de",
-    resamples: int | None = None,
-    seed: int | None = None,
-) -> dict:
+def score_files(hyp_path: str | os.PathLike, ref_path: str | os.PathLike, lang: str = "de") -> dict:
     """Both BLEU variants of a hypothesis file against a reference file, as a JSON-ready dict.
 
     The flat ``counts``/``bp``/``ratio``/``hyp_len``/``ref_len`` fields belong to
     the paper-style score; ``sacrebleu_stats`` holds the same fields for sacreBLEU.
-    With ``resamples`` (and ``seed``), ``bleu_paper_style_ci`` and ``sacrebleu_ci`` hold
-    sacreBLEU's 95% bootstrap interval of each (``significance.confidence_interval``).
+    Their bootstrap intervals are ``significance.score_intervals``'s.
     """
     hyps, refs = read_pair(hyp_path, ref_path)
     paper = paper_bleu(hyps, refs, lang)
     sacre, signature = sacrebleu_13a(hyps, refs)
-    intervals = {}
-    if resamples:
-        from transformer_core.significance import confidence_interval
-
-        intervals = {
-            f"{name}_ci": confidence_interval(variant, hyps, refs, resamples, seed, lang).to_dict()
-            for name, variant in (("bleu_paper_style", "paper"), ("sacrebleu", "sacrebleu"))
-        }
     return {
         "hyp": str(hyp_path),
         "ref": str(ref_path),
@@ -280,5 +265,4 @@ def score_files(
         "hyp_len": paper.hyp_len,
         "ref_len": paper.ref_len,
         "sacrebleu_stats": sacre.as_dict(),
-        **intervals,
     }

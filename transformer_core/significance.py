@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
-from transformer_core.bleu import paper_tokenized
+from transformer_core.bleu import paper_tokenized, read_pair
 from transformer_core.errors import UserError
 
 # sacreBLEU's confidence level is fixed: its interval drops n // 40 resamples at each end.
@@ -129,6 +129,22 @@ def confidence_interval(
         score = _metric(variant).corpus_score(hyp_lines, [ref_lines], n_bootstrap=resamples)
     # sacreBLEU keeps the bootstrap mean and half-width in these fields (Score.estimate_ci).
     return Interval(score.score, float(score._mean), float(score._ci), resamples, seed)
+
+
+def score_intervals(
+    hyp_path: str | os.PathLike,
+    ref_path: str | os.PathLike,
+    resamples: int,
+    seed: int,
+    lang: str = "de",
+) -> dict[str, dict]:
+    """``bleu_paper_style_ci`` and ``sacrebleu_ci``: each BLEU of ``bleu.score_files`` with its
+    95% bootstrap interval, as JSON-ready dicts."""
+    hyps, refs = read_pair(hyp_path, ref_path)
+    return {
+        f"{name}_ci": confidence_interval(variant, hyps, refs, resamples, seed, lang).to_dict()
+        for name, variant in (("bleu_paper_style", "paper"), ("sacrebleu", "sacrebleu"))
+    }
 
 
 def paired_test(

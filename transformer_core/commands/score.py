@@ -10,7 +10,7 @@ from transformer_core.bleu import score_files
 from transformer_core.commands import seed
 from transformer_core.errors import UserError
 from transformer_core.io import atomic_write_text, check_input_file, check_output
-from transformer_core.significance import RESAMPLES, SEED
+from transformer_core.significance import RESAMPLES, SEED, score_intervals
 
 HELP = "BLEU of a detokenized hypothesis file: paper-style (tokenized, ##AT##) and sacreBLEU 13a."
 
@@ -59,9 +59,11 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.out, "--out")
     if not _has_text(args.hyp) and not _has_text(args.ref):
         raise UserError(f"{args.hyp} and {args.ref} are both empty: there is nothing to score")
-    result = score_files(
-        args.hyp, args.ref, args.lang, args.bootstrap_resamples, args.bootstrap_seed
-    )
+    result = score_files(args.hyp, args.ref, args.lang)
+    if args.bootstrap_resamples:
+        result |= score_intervals(
+            args.hyp, args.ref, args.bootstrap_resamples, args.bootstrap_seed, args.lang
+        )
     atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
     intervals = {
         name: f" (mu {ci['mean']:.2f} +- {ci['half_width']:.2f})"
