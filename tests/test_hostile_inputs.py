@@ -11,7 +11,6 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 import sentencepiece as spm
 import torch
 import yaml
+from conftest import snakemake_on
 from test_train import TINY
 
 from transformer_core.average import average_files
@@ -33,33 +33,9 @@ from transformer_core.tables import table4, to_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
-SNAKEMAKE = shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")
 
 # Each payload, if a shell ever evaluates it, creates a file named PWNED* in the shell's folder.
 MARK = "$(touch PWNED1)`touch PWNED2`;touch PWNED3;'\"$(touch PWNED4)\"'"
-
-
-def snakemake(tmp_path, config, *args, timeout=300):
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return subprocess.run(
-        [
-            SNAKEMAKE,
-            "--cores",
-            "1",
-            "--configfile",
-            str(path),
-            "-d",
-            str(tmp_path / "work"),
-            "-s",
-            str(ROOT / "Snakefile"),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=timeout,
-    )
 
 
 def pwned(*folders):
@@ -95,7 +71,7 @@ def run_printed_commands(tmp_path, out):
 def test_dataset_payload_is_refused_at_config_load(tmp_path):
     config = copy.deepcopy(SMOKE)
     config["pairs"]["en_de"]["dataset"] = "$(touch PWNED1)smoke_en_de"
-    proc = snakemake(tmp_path, config, "data/en_de/raw/manifest.json")
+    proc = snakemake_on(tmp_path, config, "data/en_de/raw/manifest.json")
     assert proc.returncode != 0
     assert "pairs.en_de.dataset" in proc.stdout + proc.stderr
     assert not pwned(tmp_path, ROOT) and not (tmp_path / "work" / "data").exists()
@@ -129,7 +105,7 @@ def test_payloads_in_every_rule_are_quoted_in_a_dry_run(tmp_path):
     config["mirror"] = f"http://example.invalid/{MARK}"
     # scale takes no payload: the schema allows only a name (issue 29, tests/test_pipeline_config.py)
     config["table4"]["semi_supervised_dir"] = str(semi)
-    proc = snakemake(tmp_path, config, "-n", "-p")
+    proc = snakemake_on(tmp_path, config, "-n", "-p")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     commands = run_printed_commands(tmp_path, proc.stdout + proc.stderr)
     rules = {
@@ -173,7 +149,7 @@ def test_treebank_archive_payload_is_quoted(tmp_path):
         "semi_supervised_dir": "",
         "decode": SMOKE["table4"]["decode"],
     }
-    proc = snakemake(tmp_path, config, "-n", "-p", "data/parse_treebank/treebank/train.words")
+    proc = snakemake_on(tmp_path, config, "-n", "-p", "data/parse_treebank/treebank/train.words")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     commands = run_printed_commands(tmp_path, proc.stdout + proc.stderr)
     assert any("treebank" in c and "nltk" in c for c in commands), commands
@@ -185,7 +161,7 @@ def test_mirror_payload_in_a_real_run_of_the_data_rules(tmp_path):
     payload reaches their shell command and does nothing."""
     config = copy.deepcopy(SMOKE)
     config["mirror"] = f"http://example.invalid/{MARK}"
-    proc = snakemake(tmp_path, config, "data/en_de/prepared/dev.src")
+    proc = snakemake_on(tmp_path, config, "data/en_de/prepared/dev.src")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert (tmp_path / "work" / "data" / "en_de" / "prepared" / "dev.src").stat().st_size > 0
     assert not pwned(tmp_path, ROOT)
@@ -603,12 +579,14 @@ def test_every_key_the_rules_read_is_set_in_each_shipped_configuration(name):
 def test_a_smoke_file_missing_a_key_never_takes_the_papers_value(tmp_path):
     config = copy.deepcopy(SMOKE)
     del config["decode"]["max_tokens"]  # the paper's is 8192, the schema's default 4096
-    proc = snakemake(tmp_path, config, "-n", "-p", "results/translations/en_de/base.test.avg.txt")
+    proc = snakemake_on(
+        tmp_path, config, "-n", "-p", "results/translations/en_de/base.test.avg.txt"
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "the schema's defaults are used: decode.max_tokens=4096" in out
     assert "--max-tokens 4096" in out and "8192" not in out
     del config["decode"]["max_len_b"]  # required: no default at all
-    proc = snakemake(tmp_path, config, "-n", "results/translations/en_de/base.test.avg.txt")
+    proc = snakemake_on(tmp_path, config, "-n", "results/translations/en_de/base.test.avg.txt")
     assert proc.returncode != 0 and "max_len_b" in proc.stdout + proc.stderr
     assert not (tmp_path / "work" / "data").exists()

@@ -2,13 +2,11 @@
 
 import copy
 import shlex
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import snakemake, snakemake_on
 
 from transformer_core.errors import ConfigError
 from transformer_core.pipeline_config import (
@@ -56,33 +54,8 @@ def test_unknown_dataset_is_named():
         check(config, known_datasets=("wmt14_en_de", "wmt14_en_fr"))
 
 
-def snakemake_dry_run(tmp_path, config, *args):
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    exe = shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")
-    return subprocess.run(
-        [
-            exe,
-            "-n",
-            "--cores",
-            "1",
-            "--configfile",
-            str(path),
-            "-d",
-            str(tmp_path / "work"),
-            "-s",
-            str(ROOT / "Snakefile"),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-
-
 def test_paper_dry_run_lists_the_whole_dag(tmp_path):
-    proc = snakemake_dry_run(tmp_path, PAPER)
+    proc = snakemake_on(tmp_path, PAPER, "-n")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     out = proc.stdout + proc.stderr
     for rule, count in (
@@ -107,7 +80,7 @@ def test_sharded_data_commands(tmp_path):
     """The EN-DE corpus in its 16 shards: each prepared from its line range of the raw files,
     sentencepiece trained on every shard's source then every shard's target (the whole
     corpus's order, so the same model for any number of shards), the shards merged in order."""
-    proc = snakemake_dry_run(tmp_path, PAPER, "-p", "data/en_de/bin/train.json")
+    proc = snakemake_on(tmp_path, PAPER, "-n", "-p", "data/en_de/bin/train.json")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     out = proc.stdout + proc.stderr
     shards = [f"data/en_de/shards/prepared/{i:04d}-of-0016" for i in range(16)]
@@ -146,7 +119,7 @@ def test_sharded_data_commands(tmp_path):
 def test_bad_config_stops_snakemake_before_any_job(tmp_path, edit, expected):
     config = copy.deepcopy(PAPER)
     edit(config)
-    proc = snakemake_dry_run(tmp_path, config)
+    proc = snakemake_on(tmp_path, config, "-n")
     assert proc.returncode != 0
     assert expected in proc.stderr + proc.stdout
     assert not (tmp_path / "work" / "data").exists()
@@ -167,12 +140,9 @@ def test_a_yaml_alias_bomb_stops_at_once_naming_a_key(tmp_path):
         check_size(yaml.safe_load(alias_bomb(9)))
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text(alias_bomb(9))
-    exe = shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")
-    proc = subprocess.run(
-        [exe, "-n", "--configfile", str(ROOT / "config" / "smoke.yaml"), str(bomb),
-         "-d", str(tmp_path / "work"), "-s", str(ROOT / "Snakefile")],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
-    )  # fmt: skip
+    proc = snakemake(
+        tmp_path / "work", "-n", configfiles=(ROOT / "config" / "smoke.yaml", bomb), timeout=120
+    )
     assert proc.returncode != 0
     assert "expands to more than 100,000 values" in proc.stdout + proc.stderr
 
@@ -190,14 +160,14 @@ def test_thread_settings_reach_the_jobs(tmp_path):
     a bad value is refused by key before any job."""
     paper = copy.deepcopy(PAPER)
     target = "runs/en_de/base/summary.json"
-    proc = snakemake_dry_run(tmp_path, paper, "-p", "--cores", "2", target)
+    proc = snakemake_on(tmp_path, paper, "-n", "-p", "--cores", "2", target)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert "--num-threads 2 --resume" in proc.stdout
     paper["threads"]["train"] = 1
-    proc = snakemake_dry_run(tmp_path, paper, "-p", "--cores", "2", target)
+    proc = snakemake_on(tmp_path, paper, "-n", "-p", "--cores", "2", target)
     assert "--num-threads 1 --resume" in proc.stdout
     paper["threads"]["train"] = "all"
-    proc = snakemake_dry_run(tmp_path, paper)
+    proc = snakemake_on(tmp_path, paper, "-n")
     assert proc.returncode != 0 and "threads" in proc.stderr + proc.stdout
 
 

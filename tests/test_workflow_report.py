@@ -11,7 +11,7 @@ import zipfile
 from html import unescape
 
 import pytest
-from smoke_run import SMOKE, snakemake
+from conftest import SMOKE, snakemake
 
 
 @pytest.mark.slow

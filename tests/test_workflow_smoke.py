@@ -16,7 +16,7 @@ import time
 import pandas as pd
 import pytest
 import yaml
-from smoke_run import SMOKE, snakemake
+from conftest import SMOKE, snakemake
 
 from transformer_core.config import PRESETS, TABLE3_ROWS
 

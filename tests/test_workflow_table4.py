@@ -1,14 +1,12 @@
 """Table 4 in the workflow: configuration checks naming the key, and the parsing jobs of a dry run."""
 
 import copy
-import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import snakemake_on
 
 from transformer_core.errors import ConfigError
 from transformer_core.pipeline_config import check, experiments, parsing_runs, table4_unavailable
@@ -112,30 +110,6 @@ def test_nltk_zip_and_reserved_pair_names(tmp_path):
         check(config)
 
 
-def snakemake(tmp_path, config, *args):
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    exe = shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")
-    return subprocess.run(
-        [
-            exe,
-            *args,
-            "--cores",
-            "1",
-            "--configfile",
-            str(path),
-            "-d",
-            str(tmp_path / "work"),
-            "-s",
-            str(ROOT / "Snakefile"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-
-
 def job_counts(output):
     """The 'Job stats' table of a dry run, without its total."""
     table = output.split("Job stats:", 1)[1].split("\n\n", 1)[0].splitlines()[3:]
@@ -143,7 +117,7 @@ def job_counts(output):
 
 
 def test_smoke_dry_run_lists_the_parsing_jobs(tmp_path):
-    proc = snakemake(tmp_path, SMOKE, "-n", "-p", "results/table4.csv")
+    proc = snakemake_on(tmp_path, SMOKE, "-n", "-p", "results/table4.csv")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert job_counts(proc.stdout) == PARSING_JOBS
     out = proc.stdout
@@ -164,7 +138,7 @@ def test_smoke_dry_run_lists_the_parsing_jobs(tmp_path):
     assert "--beam 21 --alpha 0.3 --max-len-a 1.0 --max-len-b 300" in out
     assert "--tags data/parse_treebank/treebank/test.tags" in out
     assert "--result wsj_only 1 results/evalb/parse_treebank/parsing.test.avg.json" in out
-    default = snakemake(tmp_path, SMOKE, "-n")
+    default = snakemake_on(tmp_path, SMOKE, "-n")
     assert default.returncode == 0 and job_counts(default.stdout)["table4"] == 1
     assert not (tmp_path / "work" / "data").exists()
 
@@ -175,7 +149,7 @@ def test_paper_dry_run_with_a_treebank_and_a_corpus(tmp_path):
         treebank_dir=str(fake_wsj(tmp_path / "ptb")),
         semi_supervised_dir=str(semi_corpus(tmp_path / "semi")),
     )
-    proc = snakemake(tmp_path, config, "-n", "-p", "results/table4.csv")
+    proc = snakemake_on(tmp_path, config, "-n", "-p", "results/table4.csv")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     counts = job_counts(proc.stdout)
     assert counts == {
@@ -207,7 +181,7 @@ def test_seeds_and_linearization_reach_the_parsing_jobs(tmp_path):
     config = with_table4(
         {**SMOKE, "seeds": [1, 2]}, linearization="tags", split_by_unicode_script=False
     )
-    proc = snakemake(tmp_path, config, "-n", "-p", "results/table4.csv")
+    proc = snakemake_on(tmp_path, config, "-n", "-p", "results/table4.csv")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     counts = job_counts(proc.stdout)
     for rule in ("train", "average", "translate", "delinearize", "evalb"):
@@ -220,23 +194,23 @@ def test_seeds_and_linearization_reach_the_parsing_jobs(tmp_path):
 
 
 def test_paper_placeholder_skips_table4_and_names_the_key_when_asked(tmp_path):
-    default = snakemake(tmp_path, PAPER, "-n")
+    default = snakemake_on(tmp_path, PAPER, "-n")
     assert default.returncode == 0, default.stderr
     assert "table4" not in job_counts(default.stdout) and "treebank" not in job_counts(
         default.stdout
     )
-    asked = snakemake(tmp_path, PAPER, "-n", "results/table4.csv")
+    asked = snakemake_on(tmp_path, PAPER, "-n", "results/table4.csv")
     assert (
         asked.returncode != 0
         and "table4.treebank_dir: give the folder" in asked.stdout + asked.stderr
     )
-    wrong = snakemake(tmp_path, with_table4(PAPER, treebank_dir=str(tmp_path / "nowhere")), "-n")
+    wrong = snakemake_on(tmp_path, with_table4(PAPER, treebank_dir=str(tmp_path / "nowhere")), "-n")
     assert wrong.returncode != 0 and "table4.treebank_dir:" in wrong.stdout + wrong.stderr
     assert not (tmp_path / "work" / "data").exists()
 
 
 def test_lint_is_clean(tmp_path):
-    proc = snakemake(tmp_path, SMOKE, "--lint")
+    proc = snakemake_on(tmp_path, SMOKE, "--lint")
     assert proc.returncode == 0 and "Congratulations" in proc.stdout + proc.stderr, (
         proc.stdout + proc.stderr
     )
@@ -255,7 +229,7 @@ def train_line(output, run_dir):
 def test_table4_train_settings_apply_to_the_parsing_runs_only(tmp_path):
     """table4.train replaces the recipe of the parsing runs; translation runs keep `train`."""
     own = SMOKE["table4"]["train"]
-    proc = snakemake(
+    proc = snakemake_on(
         tmp_path,
         SMOKE,
         "-n",
@@ -286,7 +260,7 @@ def test_table4_train_settings_apply_to_the_parsing_runs_only(tmp_path):
     # Without table4.train the parsing run takes `train` and models.base, as before.
     config = copy.deepcopy(SMOKE)
     del config["table4"]["train"]
-    proc = snakemake(tmp_path, config, "-n", "-p", "runs/parse_treebank/parsing/averaged.pt")
+    proc = snakemake_on(tmp_path, config, "-n", "-p", "runs/parse_treebank/parsing/averaged.pt")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     parsing = train_line(proc.stdout, "runs/parse_treebank/parsing")
     assert f"--tokens-per-step {train['tokens_per_step']} --max-tokens" in parsing
@@ -295,7 +269,7 @@ def test_table4_train_settings_apply_to_the_parsing_runs_only(tmp_path):
 
 def test_table4_train_rejects_unknown_keys(tmp_path):
     config = with_table4(SMOKE, train={"learning_rate": 0.1})
-    proc = snakemake(tmp_path, config, "-n", "results/table4.csv")
+    proc = snakemake_on(tmp_path, config, "-n", "results/table4.csv")
     assert proc.returncode != 0
     assert "learning_rate" in proc.stderr + proc.stdout
 
@@ -305,7 +279,7 @@ def test_compile_settings_reach_the_jobs_even_as_yaml_booleans(tmp_path):
     config = copy.deepcopy(SMOKE)
     config["train"]["compile"] = True
     config["decode"]["compile"] = False
-    proc = snakemake(tmp_path, config, "-n", "-p", "results/table2.csv")
+    proc = snakemake_on(tmp_path, config, "-n", "-p", "results/table2.csv")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     counts = job_counts(proc.stdout)
     commands = [line for line in proc.stdout.splitlines() if "transformer_core train" in line]
