@@ -1,7 +1,5 @@
 """Device and precision: ``auto`` is bf16 exactly where the hardware computes it natively."""
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -18,8 +16,15 @@ CPU = torch.device("cpu")
 NATIVE = cpu_has_native_bf16()
 
 
-def test_resolve_device():
-    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+def test_resolve_device(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == CPU and resolve_device("cpu") == CPU
+    with pytest.raises(UserError, match="--device cuda was asked for but torch sees no CUDA"):
+        resolve_device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("auto", local_rank=3) == torch.device("cuda", 1)  # rank modulo GPUs
+    assert resolve_device("cpu") == CPU
     with pytest.raises(UserError, match="--device"):
         resolve_device("tpu")
     with pytest.raises(UserError, match="--precision"):
@@ -38,10 +43,17 @@ def test_auto_is_bf16_only_on_cpus_with_native_bf16(monkeypatch, native):
             autocast_dtype(CPU, "bf16")
 
 
-@pytest.mark.skipif(not Path("/proc/cpuinfo").exists(), reason="no /proc/cpuinfo on this system")
-def test_cpu_detection_agrees_with_cpuinfo_flags():
-    flags = Path("/proc/cpuinfo").read_text().split()
-    assert NATIVE == any(flag in flags for flag in device.CPU_BF16_FLAGS)
+@pytest.mark.parametrize(
+    ("cpuinfo", "native"),
+    [("flags : avx2 avx512f avx512_bf16", True), ("flags : avx2 amx_bf16", True),
+     ("flags : avx2 avx512f avx512_vnni", False)],
+)  # fmt: skip
+def test_cpuinfo_flags_decide_where_onednn_cannot_say(monkeypatch, tmp_path, cpuinfo, native):
+    monkeypatch.setattr(device, "_onednn_bf16", lambda: None)  # a torch without the check
+    fake = tmp_path / "cpuinfo"
+    fake.write_text(cpuinfo)
+    monkeypatch.setattr(device, "Path", lambda _: fake)
+    assert cpu_has_native_bf16.__wrapped__() is native  # past the once-per-process cache
 
 
 def test_precision_names():

@@ -113,7 +113,7 @@ def test_checkpoint_holds_the_training_state(tmp_path):
     assert ckpt["step"] == 2 and ckpt["experiment"] == "base"
     assert ckpt["schedule"] == {"d_model": 32, "warmup": 10, "lr_scale": 1.0}
     assert set(ckpt["rng"][0]) >= {"torch", "python", "numpy"}
-    assert ckpt["data"]["world_size"] == 1 and ckpt["data"]["index"] >= 0
+    assert ckpt["data"]["world_size"] == 1
     assert ckpt["optimizer"]["state"] and ckpt["train_config"]["tokens_per_step"] == 128
 
 

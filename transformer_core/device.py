@@ -84,15 +84,22 @@ def cpu_has_native_bf16() -> bool:
     oneDNN's own check answers where torch exposes it; /proc/cpuinfo otherwise.
     Without native support bf16 is emulated and slower than fp32.
     """
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        pass
+    answer = _onednn_bf16()
+    if answer is not None:
+        return answer
     try:
         flags = Path("/proc/cpuinfo").read_text(errors="replace").split()
     except OSError:
         return False
     return any(flag in flags for flag in CPU_BF16_FLAGS)
+
+
+def _onednn_bf16() -> bool | None:
+    """oneDNN's answer to whether this CPU computes bf16 natively; None where torch has no check."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return None
 
 
 def native_bf16(device: torch.device) -> bool:
