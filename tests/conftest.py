@@ -115,12 +115,12 @@ def run_quickstart(workdir: Path) -> QuickstartRun:
     """The README quickstart, ``snakemake --cores 2 --scheduler greedy results/table2.csv ...``.
 
     Its time limit only catches a hang: the quickstart took 4 min 14 s on 2 AVX-512 EPYC cores
-    and 11 min 6 s on 2 AVX2-only ones (README, "Tests").
+    and 11 min 6 s on 2 AVX2-only ones (docs/tests.md).
     """
     start = time.monotonic()
     proc = snakemake(
         workdir, "--cores", "2", "--scheduler", "greedy", *QUICKSTART, timeout=1800
-    )  # see README
+    )  # see docs/tests.md
     return QuickstartRun(workdir, time.monotonic() - start, proc)
 
 

@@ -1,6 +1,6 @@
 """No silent wrong model (issue 29): one writer per run folder, divergence stops a run,
 damaged or non-finite checkpoints and data are refused with one line, and outputs are
-checked before the work. The cases are numbered as in the README's "What happens when
+checked before the work. The cases are numbered as in docs/failures.md, "What happens when
 things go wrong"."""
 
 import json

@@ -19,7 +19,7 @@ Integrity: every checkpoint records ``checksum``, the CRC-32 of each of its tens
 (``tensor_checksums``), and ``load_checkpoint`` verifies it, so a flipped byte in tensor
 data is a ``CorruptCheckpoint`` like a truncated file, and never a model that loads and
 translates to nothing. It also refuses weights that are not finite (NaN, inf). Each
-check is one pass over the tensors (README, "Integrity checks"); checkpoints written
+check is one pass over the tensors (docs/measured.md, "Integrity checks"); checkpoints written
 before the checksum existed are checked for finiteness only.
 """
 

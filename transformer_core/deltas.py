@@ -10,7 +10,7 @@ still the difference of the seed means shown in the table.
 
 Perplexity gets its delta without a p-value: a paired test needs per-sentence
 log-likelihoods, and Table 3's PPL is the training run's own dev evaluation, which records
-only the sum over the set (README, "Departures").
+only the sum over the set (docs/departures.md).
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def choose_attention_backends(device: torch.device, cudnn: bool = False) -> None
 
 
 # Where ``compile: auto`` compiles: the device types on which torch.compile was measured
-# faster, for training and for decoding (README, "Compilation").
+# faster, for training and for decoding (docs/gpu.md, "Compilation").
 COMPILE_BY_DEFAULT: dict[str, tuple[str, ...]] = {"train": (), "decode": ()}
 
 

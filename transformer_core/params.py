@@ -35,7 +35,7 @@ def parameter_table(vocab_size: int = 37000) -> list[dict]:
 
 
 def format_markdown(rows: list[dict]) -> str:
-    """The table as markdown, as the README shows it."""
+    """The table as markdown, as docs/model.md shows it."""
     lines = [
         f"| row | what changes | params (exact, vocab {rows[0]['vocab_size']}) | paper (M) | gap |",
         "|---|---|---|---|---|",

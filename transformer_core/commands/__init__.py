@@ -84,7 +84,7 @@ def add_compile_argument(
         choices=COMPILE_MODES,
         default=default,
         help=f"torch.compile {what}: on, off, or auto: where it was measured faster "
-        "(README, 'Compilation'); the first batches of new shapes pay the compilation "
+        "(docs/gpu.md, 'Compilation'); the first batches of new shapes pay the compilation "
         "(default: auto)",
     )
 

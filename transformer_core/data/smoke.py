@@ -21,7 +21,7 @@ the reduced lexicon still has every gender, both adjective positions and the
 dative verbs), and ``two_clause_percent`` is the share of sentences with a
 second clause. The full lexicon and 45% two-clause sentences are the default; the
 smoke workflow uses 10% of the lexicon and 5%, which a 3+3-layer, d_model 64
-model translates well after 200 steps of 1000 tokens (README, "Smoke scale");
+model translates well after 200 steps of 1000 tokens (docs/measured.md, "Smoke scale");
 with the full lexicon it has barely started using the source by then.
 
 Same seed and parameters, same corpus, on every platform (only ``random.Random``

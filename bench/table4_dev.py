@@ -1,0 +1,213 @@
+"""Table 4's recipe on the NLTK sample, chosen on its dev split: one variant per call.
+
+Each call prepares the split the workflow uses (``read_nltk_sample``: the last 20 files test, the
+20 before them dev), linearizes the trees (``--linearization``: ``xx``, ``tags``, or ``words``,
+a variant kept here only, with each word itself at its leaf), trains a joint sentencepiece BPE
+model, binarizes, trains the 4-layer parsing preset at widths / 8 (d_model 128) with
+``transformer-core train``, decodes the dev sentences, repairs the trees and scores them with
+EVALB, all through the project's commands. ``--from NAME`` decodes an earlier variant's run
+again (other beam, alpha or checkpoint averaging) without training.
+
+Per variant it appends one JSON line to ``--out``: the settings, dev F1 / recall / precision,
+the last dev loss line (``dev loss with wrong sources``: the loss with each batch's sources
+rotated; a model that ignores its input shows no gap), the training and decoding seconds and
+the repairs ``treebank delinearize`` made.
+
+    python -m bench.table4_dev T_normal --linearization tags --no-split-by-unicode-script --set init=normal
+    python -m bench.table4_dev T_b21_a2 --from T_normal --beam 21 --alpha 2.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.bench_checks import cpu_model
+from bench.shared_data import SHARED_DATA
+from transformer_core.parsing.corpora import read_nltk_sample
+from transformer_core.parsing.trees import POS_PLACEHOLDER, Tree, linearize
+
+SHAPE = ("d_model=128", "d_ff=256", "d_k=16", "d_v=16")  # nltk_parsing.yaml's widths / 8
+CLI = [sys.executable, "-m", "transformer_core"]
+
+
+def linearize_words(tree: Tree) -> list[str]:
+    """``(S (NP John )NP (VP has ...``: the word itself at each leaf (not a project setting)."""
+    tokens: list[str] = []
+
+    def visit(node: Tree) -> None:
+        if node.is_preterminal:
+            tokens.append(node.children[0])
+            return
+        tokens.append("(" + node.label)
+        for child in node.children:
+            visit(child)
+        tokens.append(")" + node.label)
+
+    for child in tree.children:
+        visit(child)
+    return tokens
+
+
+def run(command: list[str], log: Path) -> None:
+    with open(log, "w") as handle:
+        subprocess.run(command, check=True, stdout=handle, stderr=subprocess.STDOUT)
+
+
+def prepare(data: Path, args: argparse.Namespace) -> None:
+    """The split's words and linearized trees, the BPE model and the binarized splits."""
+    data.mkdir(parents=True, exist_ok=True)
+    splits = read_nltk_sample(args.zip, 20)
+    for split in ("train", "dev"):
+        trees = splits[split]
+        lines = {
+            "words": [" ".join(t.words()) for t in trees],
+            "tree": [
+                " ".join(
+                    linearize_words(t)
+                    if args.linearization == "words"
+                    else linearize(t, args.linearization)
+                )
+                for t in trees
+            ],
+        }
+        if split == "dev":
+            lines["gold"] = [str(t) for t in trees]
+            lines["tags"] = [" ".join(t.tags()) for t in trees]
+        for ext, text in lines.items():
+            (data / f"{split}.{ext}").write_text("".join(line + "\n" for line in text))
+    script = [
+        "--split-by-unicode-script"
+        if args.split_by_unicode_script
+        else "--no-split-by-unicode-script"
+    ]
+    run(
+        [*CLI, "spm", "train", "--input", str(data / "train.words"), str(data / "train.tree"),
+         "--vocab-size", str(args.vocab_size), "--model-prefix", str(data / "spm"), *script],
+        data / "spm.log",
+    )  # fmt: skip
+    for split in ("train", "dev"):
+        run(
+            [*CLI, "binarize", "--spm", str(data / "spm.model"), "--src", str(data / f"{split}.words"),
+             "--tgt", str(data / f"{split}.tree"), "--out-prefix", str(data / split)],
+            data / f"binarize_{split}.log",
+        )  # fmt: skip
+
+
+def train(data: Path, out: Path, args: argparse.Namespace) -> None:
+    sets = [arg for value in (*SHAPE, *args.set) for arg in ("--set", value)]
+    run(
+        [*CLI, "train", "--train", str(data / "train"), "--dev", str(data / "dev"),
+         "--out-dir", str(out / "run"), "--experiment", "parsing", *sets,
+         "--steps", str(args.steps), "--tokens-per-step", str(args.tokens_per_step),
+         "--max-tokens", str(args.max_tokens), "--warmup", str(args.warmup),
+         "--lr-scale", str(args.lr_scale), "--checkpoint-interval", "100", "--keep-last", "5",
+         "--seed", str(args.seed), "--log-interval", "100", "--num-threads", str(args.threads),
+         "--precision", "auto", "--compile", "off"],
+        out / "train.log",
+    )  # fmt: skip
+
+
+def evaluate(data: Path, run_dir: Path, out: Path, args: argparse.Namespace) -> dict:
+    """Dev F1 of the last checkpoint or of the average of the last ``--average``."""
+    checkpoint = run_dir / "last.pt"
+    if args.average:
+        checkpoint = out / "averaged.pt"
+        run(
+            [*CLI, "average", "--run-dir", str(run_dir), "--last", str(args.average),
+             "--out", str(checkpoint)],
+            out / "average.log",
+        )  # fmt: skip
+    run(
+        [*CLI, "translate", "--checkpoint", str(checkpoint), "--spm", str(data / "spm.model"),
+         "--input", str(data / "dev.words"), "--output", str(out / "dev.txt"),
+         "--beam", str(args.beam), "--alpha", str(args.alpha), "--max-len-a", "1.0",
+         "--max-len-b", "300", "--num-threads", "2", "--compile", "off"],
+        out / "translate.log",
+    )  # fmt: skip
+    predicted = out / "dev.txt"
+    if args.linearization == "words":  # the words at the leaves stand for their tags
+        leaves = [
+            " ".join(t if len(t) > 1 and t[0] in "()" else POS_PLACEHOLDER for t in line.split())
+            for line in predicted.read_text().splitlines()
+        ]
+        predicted = out / "dev.xx"
+        predicted.write_text("".join(line + "\n" for line in leaves))
+    leaves = "xx" if args.linearization == "words" else args.linearization
+    run(
+        [*CLI, "treebank", "delinearize", "--words", str(data / "dev.words"),
+         "--pred", str(predicted), "--tags", str(data / "dev.tags"), "--out", str(out / "dev.tree"),
+         "--linearization", leaves],
+        out / "delinearize.log",
+    )  # fmt: skip
+    run(
+        [*CLI, "evalb", "--gold", str(data / "dev.gold"), "--test", str(out / "dev.tree"),
+         "--out", str(out / "dev.evalb"), "--json", str(out / "dev.json")],
+        out / "evalb.log",
+    )  # fmt: skip
+    scores = json.loads((out / "dev.json").read_text())["all"]
+    return {key: round(scores[key] or 0.0, 2) for key in ("f1", "recall", "precision")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("name", help="the variant's folder under --work")
+    parser.add_argument("--work", type=Path, default=Path("table4_dev"))
+    parser.add_argument("--out", type=Path, default=Path("bench/results/table4_dev.jsonl"))
+    parser.add_argument("--zip", type=Path, default=SHARED_DATA / "ptb" / "nltk_treebank.zip")
+    parser.add_argument("--from", dest="source", help="decode this variant's run again")
+    parser.add_argument("--linearization", choices=["xx", "tags", "words"], default="xx")
+    parser.add_argument(
+        "--split-by-unicode-script", action=argparse.BooleanOptionalAction, default=True
+    )
+    parser.add_argument("--vocab-size", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--tokens-per-step", type=int, default=1000)
+    parser.add_argument("--max-tokens", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--lr-scale", type=float, default=0.2)
+    parser.add_argument(
+        "--set", action="append", default=[], help="model override, e.g. init=normal"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--alpha", type=float, default=0.6)
+    parser.add_argument("--average", type=int, default=0, help="average the last N checkpoints")
+    args = parser.parse_args()
+
+    out = args.work / args.name
+    out.mkdir(parents=True, exist_ok=True)
+    source = args.work / (args.source or args.name)
+    started = time.monotonic()
+    if not args.source:
+        prepare(source / "data", args)
+        train(source / "data", out, args)
+    trained = time.monotonic()
+    scores = evaluate(source / "data", source / "run", out, args)
+    dev_lines = [
+        line for line in (source / "train.log").read_text().splitlines() if "dev loss" in line
+    ]
+    result = {
+        "name": args.name,
+        **{k: v for k, v in vars(args).items() if k not in ("work", "out", "zip")},
+        "work": str(args.work),
+        **scores,
+        "dev": dev_lines[-1],
+        "train_s": round(trained - started),
+        "decode_s": round(time.monotonic() - trained),
+        "repairs": (out / "delinearize.log").read_text().strip(),
+        "cpu": cpu_model(),
+    }
+    print(json.dumps(result))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "a") as handle:
+        handle.write(json.dumps(result, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()
