@@ -105,6 +105,19 @@ def test_seeds_make_one_row_with_the_mean_beside_each_value(run_files):
     assert run.train_hours == 0.75
 
 
+def test_an_empty_short_sentence_f1_stays_empty(run_files):
+    tmp_path, _, summary = run_files
+    totals = {"f1": 50.0, "recall": 50.0, "precision": 50.0, "valid_sentences": 2}
+    short = {**totals, "f1": None}  # EVALB's nan: no bracket in the sentences of <= 40 words
+    scores = write(tmp_path / "e.json", {"all": totals, "cutoff_len": 40, "len<=40": short})
+    table = table4(
+        [{"setting": "wsj_only", "seed": s, "evalb": scores, "summary": summary} for s in "12"],
+        "wsj",
+    )
+    run = table[table.source == "ours"].iloc[0]
+    assert run.f1 == 50.0 and pd.isna(run.f1_len_le_40)
+
+
 def test_errors_name_the_problem(run_files):
     tmp_path, scores, summary = run_files
     with pytest.raises(UserError, match="unknown setting 'multi_task'"):

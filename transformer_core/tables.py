@@ -365,7 +365,8 @@ def table4(results: list[dict[str, str]], treebank: str) -> pd.DataFrame:
             row[key] = mean_std([r[key] for r in runs])[0]
         if all(r["f1"] is not None for r in runs):
             row.update(seed_columns("f1", seeds, [r["f1"] for r in runs], None))
-            row["f1_len_le_40"] = mean_std([r["f1_len_le_40"] for r in runs])[0]
+            short = [r["f1_len_le_40"] for r in runs]
+            row["f1_len_le_40"] = None if None in short else mean_std(short)[0]
         else:  # EVALB's nan in some run: no mean to show, each seed's value is
             row["f1_per_seed"] = " ".join(
                 f"{seed}:{'nan' if r['f1'] is None else format(r['f1'], '.2f')}"
@@ -403,16 +404,20 @@ def _evalb_run(item: dict[str, str]) -> dict[str, Any]:
         )
     short = read_json(item["evalb"], (f"len<={EVALB_CUTOFF_LEN}",))[f"len<={EVALB_CUTOFF_LEN}"]
     valid = scores["all"].get("valid_sentences", 1) > 0
-    f1 = scores["all"]["f1"]
-    f1 = f1 if valid and isinstance(f1, (int, float)) and math.isfinite(f1) else None
+    f1, short_f1 = (_finite(scores["all"]["f1"]), _finite(short["f1"])) if valid else (None, None)
     return {
         "valid": valid,
         "f1": f1,
-        "f1_len_le_40": short["f1"] if f1 is not None else None,
+        "f1_len_le_40": short_f1,
         "recall": scores["all"]["recall"],
         "precision": scores["all"]["precision"],
         "test_sentences": scores["all"]["valid_sentences"],
     }
+
+
+def _finite(value: Any) -> float | None:
+    """A score as a number, None for EVALB's nan (written as null or NaN)."""
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 def _cell(value: Any) -> str:
