@@ -33,6 +33,7 @@ import numpy as np
 
 from bench.bench_checks import cpu_model
 from bench.shared_data import SHARED_DATA
+from transformer_core.errors import UserError
 from transformer_core.parsing.corpora import read_nltk_sample
 from transformer_core.parsing.evalb import evalb
 
@@ -245,4 +246,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except UserError as err:  # a missing or unreadable treebank zip
+        raise SystemExit(str(err)) from None

@@ -28,11 +28,14 @@ from pathlib import Path
 
 from bench.bench_checks import cpu_model
 from bench.shared_data import SHARED_DATA
+from transformer_core.errors import UserError
 from transformer_core.parsing.corpora import read_nltk_sample
-from transformer_core.parsing.trees import POS_PLACEHOLDER, Tree, linearize
+from transformer_core.parsing.trees import Tree, linearize
 
 SHAPE = ("d_model=128", "d_ff=256", "d_k=16", "d_v=16")  # nltk_parsing.yaml's widths / 8
 CLI = [sys.executable, "-m", "transformer_core"]
+TRAINING = {"split_by_unicode_script", "vocab_size", "steps", "tokens_per_step", "max_tokens",
+            "warmup", "lr_scale", "set", "seed", "threads"}  # fmt: skip
 
 
 def linearize_words(tree: Tree) -> list[str]:
@@ -54,8 +57,10 @@ def linearize_words(tree: Tree) -> list[str]:
 
 
 def run(command: list[str], log: Path) -> None:
+    """Run a project command with its output in ``log``; a failure names the command and log."""
     with open(log, "w") as handle:
-        subprocess.run(command, check=True, stdout=handle, stderr=subprocess.STDOUT)
+        if subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT).returncode:
+            raise SystemExit(f"{' '.join(command[2:4])} failed: see {log}")
 
 
 def prepare(data: Path, args: argparse.Namespace) -> None:
@@ -129,19 +134,13 @@ def evaluate(data: Path, run_dir: Path, out: Path, args: argparse.Namespace) -> 
          "--max-len-b", "300", "--num-threads", "2", "--compile", "off"],
         out / "translate.log",
     )  # fmt: skip
-    predicted = out / "dev.txt"
-    if args.linearization == "words":  # the words at the leaves stand for their tags
-        leaves = [
-            " ".join(t if len(t) > 1 and t[0] in "()" else POS_PLACEHOLDER for t in line.split())
-            for line in predicted.read_text().splitlines()
-        ]
-        predicted = out / "dev.xx"
-        predicted.write_text("".join(line + "\n" for line in leaves))
-    leaves = "xx" if args.linearization == "words" else args.linearization
+    # Every token that is not a bracket is a leaf under "tags", so words at the leaves read as
+    # tags do; the gold tags replace either for EVALB.
+    leaves = "xx" if args.linearization == "xx" else "tags"
     run(
         [*CLI, "treebank", "delinearize", "--words", str(data / "dev.words"),
-         "--pred", str(predicted), "--tags", str(data / "dev.tags"), "--out", str(out / "dev.tree"),
-         "--linearization", leaves],
+         "--pred", str(out / "dev.txt"), "--tags", str(data / "dev.tags"),
+         "--out", str(out / "dev.tree"), "--linearization", leaves],
         out / "delinearize.log",
     )  # fmt: skip
     run(
@@ -183,6 +182,8 @@ def main() -> None:
     out = args.work / args.name
     out.mkdir(parents=True, exist_ok=True)
     source = args.work / (args.source or args.name)
+    if args.source and not (source / "run" / "last.pt").is_file():
+        raise SystemExit(f"--from {args.source}: no trained run at {source / 'run'}")
     started = time.monotonic()
     if not args.source:
         prepare(source / "data", args)
@@ -194,7 +195,11 @@ def main() -> None:
     ]
     result = {
         "name": args.name,
-        **{k: v for k, v in vars(args).items() if k not in ("work", "out", "zip")},
+        **{
+            k: v
+            for k, v in vars(args).items()
+            if k not in ("work", "out", "zip") and not (args.source and k in TRAINING)
+        },  # a run decoded again (--from) records the decoding only: its training is its source's
         "work": str(args.work),
         **scores,
         "dev": dev_lines[-1],
@@ -210,4 +215,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except UserError as err:  # a missing or unreadable treebank zip
+        raise SystemExit(str(err)) from None
