@@ -1,12 +1,14 @@
 """Table 4's recipe on the NLTK sample, chosen on its dev split: one variant per call.
 
 Each call prepares the split the workflow uses (``read_nltk_sample``: the last 20 files test, the
-20 before them dev), linearizes the trees (``--linearization``: ``xx``, ``tags``, or ``words``,
-a variant kept here only, with each word itself at its leaf), trains a joint sentencepiece BPE
-model, binarizes, trains the 4-layer parsing preset at widths / 8 (d_model 128) with
+20 before them dev), linearizes the trees (``--linearization``: ``xx``, ``tags`` or ``words``),
+trains a joint sentencepiece BPE model, binarizes, trains the 4-layer parsing preset at widths / 8 (d_model 128) with
 ``transformer-core train``, decodes the dev sentences, repairs the trees and scores them with
 EVALB, all through the project's commands. ``--from NAME`` decodes an earlier variant's run
-again (other beam, alpha or checkpoint averaging) without training.
+again (other beam, alpha, checkpoint averaging, or an earlier checkpoint with ``--checkpoint``)
+without training; ``--train-only`` trains and stops. The schedule does not depend on the run's
+length, so the checkpoint at step S of a long run is the run of S steps: one long run with
+``--checkpoint-interval`` and ``--keep-last`` large enough gives the learning curve.
 
 Per variant it appends one JSON line to ``--out``: the settings, dev F1 / recall / precision,
 the last dev loss line (``dev loss with wrong sources``: the loss with each batch's sources
@@ -15,6 +17,9 @@ the repairs ``treebank delinearize`` made.
 
     python -m bench.table4_dev T_normal --linearization tags --no-split-by-unicode-script --set init=normal
     python -m bench.table4_dev T_b21_a2 --from T_normal --beam 21 --alpha 2.0
+    python -m bench.table4_dev T_4000 --from T_normal --checkpoint checkpoints/step_0004000.pt
+
+``bench/table4_gpu_sweep.sh`` runs a series of variants side by side on one GPU.
 """
 
 from __future__ import annotations
@@ -30,30 +35,13 @@ from bench.bench_checks import cpu_model
 from bench.shared_data import SHARED_DATA
 from transformer_core.errors import UserError
 from transformer_core.parsing.corpora import read_nltk_sample
-from transformer_core.parsing.trees import Tree, linearize
+from transformer_core.parsing.trees import LINEARIZATIONS, linearize
 
 SHAPE = ("d_model=128", "d_ff=256", "d_k=16", "d_v=16")  # nltk_parsing.yaml's widths / 8
 CLI = [sys.executable, "-m", "transformer_core"]
 TRAINING = {"split_by_unicode_script", "vocab_size", "steps", "tokens_per_step", "max_tokens",
-            "warmup", "lr_scale", "set", "seed", "threads"}  # fmt: skip
-
-
-def linearize_words(tree: Tree) -> list[str]:
-    """``(S (NP John )NP (VP has ...``: the word itself at each leaf (not a project setting)."""
-    tokens: list[str] = []
-
-    def visit(node: Tree) -> None:
-        if node.is_preterminal:
-            tokens.append(node.children[0])
-            return
-        tokens.append("(" + node.label)
-        for child in node.children:
-            visit(child)
-        tokens.append(")" + node.label)
-
-    for child in tree.children:
-        visit(child)
-    return tokens
+            "warmup", "lr_scale", "set", "seed", "threads", "checkpoint_interval", "keep_last",
+            "train_only"}  # fmt: skip
 
 
 def run(command: list[str], log: Path) -> None:
@@ -71,14 +59,7 @@ def prepare(data: Path, args: argparse.Namespace) -> None:
         trees = splits[split]
         lines = {
             "words": [" ".join(t.words()) for t in trees],
-            "tree": [
-                " ".join(
-                    linearize_words(t)
-                    if args.linearization == "words"
-                    else linearize(t, args.linearization)
-                )
-                for t in trees
-            ],
+            "tree": [" ".join(linearize(t, args.linearization)) for t in trees],
         }
         if split == "dev":
             lines["gold"] = [str(t) for t in trees]
@@ -110,16 +91,17 @@ def train(data: Path, out: Path, args: argparse.Namespace) -> None:
          "--out-dir", str(out / "run"), "--experiment", "parsing", *sets,
          "--steps", str(args.steps), "--tokens-per-step", str(args.tokens_per_step),
          "--max-tokens", str(args.max_tokens), "--warmup", str(args.warmup),
-         "--lr-scale", str(args.lr_scale), "--checkpoint-interval", "100", "--keep-last", "5",
-         "--seed", str(args.seed), "--log-interval", "100", "--num-threads", str(args.threads),
-         "--precision", "auto", "--compile", "off"],
+         "--lr-scale", str(args.lr_scale), "--checkpoint-interval", str(args.checkpoint_interval),
+         "--keep-last", str(args.keep_last), "--seed", str(args.seed), "--log-interval", "100",
+         "--num-threads", str(args.threads), "--device", args.device, "--precision", "auto",
+         "--compile", "off"],
         out / "train.log",
     )  # fmt: skip
 
 
 def evaluate(data: Path, run_dir: Path, out: Path, args: argparse.Namespace) -> dict:
-    """Dev F1 of the last checkpoint or of the average of the last ``--average``."""
-    checkpoint = run_dir / "last.pt"
+    """Dev F1 of ``--checkpoint`` (the last by default) or of the average of the last ``--average``."""
+    checkpoint = run_dir / args.checkpoint
     if args.average:
         checkpoint = out / "averaged.pt"
         run(
@@ -130,17 +112,15 @@ def evaluate(data: Path, run_dir: Path, out: Path, args: argparse.Namespace) -> 
     run(
         [*CLI, "translate", "--checkpoint", str(checkpoint), "--spm", str(data / "spm.model"),
          "--input", str(data / "dev.words"), "--output", str(out / "dev.txt"),
+         *(["--tree-constraint", args.linearization] if args.tree_constraint else []),
          "--beam", str(args.beam), "--alpha", str(args.alpha), "--max-len-a", "1.0",
-         "--max-len-b", "300", "--num-threads", "2", "--compile", "off"],
+         "--max-len-b", "300", "--num-threads", "2", "--device", args.device, "--compile", "off"],
         out / "translate.log",
     )  # fmt: skip
-    # Every token that is not a bracket is a leaf under "tags", so words at the leaves read as
-    # tags do; the gold tags replace either for EVALB.
-    leaves = "xx" if args.linearization == "xx" else "tags"
     run(
         [*CLI, "treebank", "delinearize", "--words", str(data / "dev.words"),
          "--pred", str(out / "dev.txt"), "--tags", str(data / "dev.tags"),
-         "--out", str(out / "dev.tree"), "--linearization", leaves],
+         "--out", str(out / "dev.tree"), "--linearization", args.linearization],
         out / "delinearize.log",
     )  # fmt: skip
     run(
@@ -159,7 +139,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results/table4_dev.jsonl"))
     parser.add_argument("--zip", type=Path, default=SHARED_DATA / "ptb" / "nltk_treebank.zip")
     parser.add_argument("--from", dest="source", help="decode this variant's run again")
-    parser.add_argument("--linearization", choices=["xx", "tags", "words"], default="xx")
+    parser.add_argument(
+        "--linearization", choices=LINEARIZATIONS, default="xx",
+        help="with --from: the source's (read from its variant.json)",
+    )  # fmt: skip
     parser.add_argument(
         "--split-by-unicode-script", action=argparse.BooleanOptionalAction, default=True
     )
@@ -177,22 +160,42 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.6)
     parser.add_argument("--average", type=int, default=0, help="average the last N checkpoints")
+    parser.add_argument("--checkpoint-interval", type=int, default=100)
+    parser.add_argument("--keep-last", type=int, default=5)
+    parser.add_argument(
+        "--checkpoint", default="last.pt", help="the run's checkpoint to decode, e.g. "
+        "checkpoints/step_0004000.pt (with --from)"
+    )  # fmt: skip
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument(
+        "--tree-constraint", action="store_true", help="decode with translate --tree-constraint"
+    )
+    parser.add_argument("--train-only", action="store_true", help="train, decode nothing")
     args = parser.parse_args()
 
     out = args.work / args.name
     out.mkdir(parents=True, exist_ok=True)
     source = args.work / (args.source or args.name)
-    if args.source and not (source / "run" / "last.pt").is_file():
-        raise SystemExit(f"--from {args.source}: no trained run at {source / 'run'}")
+    if args.source and not (source / "run" / args.checkpoint).is_file():
+        raise SystemExit(f"--from {args.source}: no {args.checkpoint} in {source / 'run'}")
+    settings = source / "variant.json"  # how the run was made: its linearization for decoding
+    if args.source and settings.is_file():
+        args.linearization = json.loads(settings.read_text())["linearization"]
     started = time.monotonic()
     if not args.source:
+        settings.write_text(json.dumps(vars(args), default=str))
         prepare(source / "data", args)
         train(source / "data", out, args)
+        if args.train_only:
+            return
     trained = time.monotonic()
     scores = evaluate(source / "data", source / "run", out, args)
     dev_lines = [
         line for line in (source / "train.log").read_text().splitlines() if "dev loss" in line
     ]
+    if args.checkpoint.startswith("checkpoints/step_"):  # the dev line of that step
+        step = f"step {int(args.checkpoint.split('_')[1].split('.')[0])} |"
+        dev_lines = [line for line in dev_lines if step in line] or ["(no dev line at " + step]
     result = {
         "name": args.name,
         **{

@@ -13,6 +13,7 @@ from transformer_core.parsing.trees import (
     Tree,
     clean,
     delinearize,
+    is_bracket,
     linearize,
     parse_trees,
     strip_function_tags,
@@ -97,8 +98,17 @@ def test_linearize_as_vinyals_et_al():
 def test_linearize_with_tags_as_tensor2tensor():
     tree = parse_trees_one("(S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .))")
     assert " ".join(linearize(tree, "tags")) == "(S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S"
-    with pytest.raises(UserError, match="unknown linearization 'words'; known: xx, tags"):
-        linearize(tree, "words")
+    with pytest.raises(UserError, match="unknown linearization 'XX'; known: xx, tags, words"):
+        linearize(tree, "XX")
+
+
+def test_linearize_with_words():
+    tree = parse_trees_one("(S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .))")
+    assert " ".join(linearize(tree, "words")) == "(S (NP John )NP (VP has (NP a dog )NP )VP . )S"
+    # Predicted words need not be the sentence's: the tree is over the sentence's words.
+    predicted = "(S (NP Jon )NP (VP had (NP the dog )NP )VP . )S".split()
+    back, repairs = delinearize(predicted, tree.words(), tree.tags(), "words")
+    assert back == tree and not repairs
 
 
 @pytest.mark.parametrize("linearization", LINEARIZATIONS)
@@ -110,6 +120,7 @@ def test_delinearize_inverts_linearize(linearization):
     predicted, _ = delinearize(sequence, tree.words(), linearization=linearization)
     assert predicted.words() == tree.words()
     assert predicted.tags() == (tree.tags() if linearization == "tags" else ["XX"] * 5)
+    assert is_bracket("(NP") and is_bracket(")NP") and not is_bracket("(")
 
 
 def test_delinearize_with_tags_repairs_the_leaf_count():

@@ -193,6 +193,10 @@ def test_merge_checks_the_corpus_has_the_treebanks_linearization(tmp_path):
         merge_training_files(treebank, corpus, tmp_path / "out", "tags")
     with pytest.raises(UserError, match=r"tb/train.tree:1: 0 leaves for 2 words"):
         merge_training_files(treebank, corpus, tmp_path / "out", "xx")
+    words = _corpus(tmp_path / "words", "the dog\n", "(NP the dog )NP\n")
+    assert merge_training_files(words, words, tmp_path / "w", "words")["corpus"] == 1
+    with pytest.raises(UserError, match=r"tb/train.tree:1: the leaves are not the words of"):
+        merge_training_files(treebank, words, tmp_path / "out", "words")
 
 
 @pytest.mark.parametrize(

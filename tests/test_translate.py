@@ -204,3 +204,19 @@ def test_vocabulary_mismatch_is_a_user_error(tmp_path, spm_model):
         "cpu",
     )
     assert result.returncode == 2 and "cannot load sentencepiece model" in result.stderr
+
+
+@pytest.mark.parametrize("linearization, missing", [("xx", "no piece '▁XX'"), ("tags", "bracket")])
+def test_tree_constraint_refuses_a_vocabulary_without_trees(
+    tmp_path, spm_model, linearization, missing
+):
+    checkpoint = tmp_path / "model.pt"
+    make_checkpoint(
+        checkpoint, spm.SentencePieceProcessor(model_file=str(spm_model)).get_piece_size()
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("the cat\n")
+    proc = cli("--checkpoint", checkpoint, "--spm", spm_model, "--input", source,
+               "--output", tmp_path / "out.txt", "--tree-constraint", linearization)  # fmt: skip
+    assert proc.returncode != 0 and missing in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out.txt").exists()

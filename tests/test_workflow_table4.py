@@ -126,6 +126,7 @@ def test_smoke_dry_run_lists_the_parsing_jobs(tmp_path):
         " --linearization xx" in out
     )
     assert "--no-split-by-unicode-script" not in out  # sentencepiece's default
+    assert "--tree-constraint" not in out  # the paper's unconstrained search
     assert (
         "--input data/parse_treebank/treebank/train.words data/parse_treebank/treebank/train.tree"
         in out
@@ -179,7 +180,10 @@ def test_paper_dry_run_with_a_treebank_and_a_corpus(tmp_path):
 
 def test_seeds_and_linearization_reach_the_parsing_jobs(tmp_path):
     config = with_table4(
-        {**SMOKE, "seeds": [1, 2]}, linearization="tags", split_by_unicode_script=False
+        {**SMOKE, "seeds": [1, 2]},
+        linearization="tags",
+        split_by_unicode_script=False,
+        decode={**SMOKE["table4"]["decode"], "tree_constraint": True},
     )
     proc = snakemake_on(tmp_path, config, "-n", "-p", "results/table4.csv")
     assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -189,6 +193,7 @@ def test_seeds_and_linearization_reach_the_parsing_jobs(tmp_path):
     out = proc.stdout
     assert out.count("--linearization tags") == 3  # treebank, and delinearize per seed
     assert out.count("--no-split-by-unicode-script") == 1  # the parsing vocabulary
+    assert out.count("--tree-constraint tags") == 2  # each seed's test decode
     assert "--result wsj_only 1 results/evalb/parse_treebank/parsing.test.avg.json" in out
     assert "--result wsj_only 2 results/evalb/parse_treebank/parsing-seed2.test.avg.json" in out
 
@@ -256,6 +261,18 @@ def test_table4_train_settings_apply_to_the_parsing_runs_only(tmp_path):
         f" --warmup {train['warmup']} --lr-scale {train['lr_scale']}" in translation
     )
     assert f"--run-dir runs/en_de/base --last {base['average_last']}" in proc.stdout
+    assert "label_smoothing" not in parsing + translation  # smoke.yaml sets none
+
+    # dropout and label_smoothing are model settings of the parsing runs alone.
+    config = with_table4(SMOKE, train={**own, "dropout": 0.2, "label_smoothing": 0.0})
+    proc = snakemake_on(
+        tmp_path, config, "-n", "-p", "runs/parse_treebank/parsing/averaged.pt",
+        "runs/en_de/base/averaged.pt",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    parsing = train_line(proc.stdout, "runs/parse_treebank/parsing")
+    assert "--set dropout=0.2 --set label_smoothing=0.0" in parsing
+    assert "dropout=" not in train_line(proc.stdout, "runs/en_de/base")
 
     # Without table4.train the parsing run takes `train` and models.base, as before.
     config = copy.deepcopy(SMOKE)

@@ -84,6 +84,7 @@ TABLE4_KEYS = (
     "table4.decode.max_len_b",
     "table4.decode.max_tokens",
     "table4.decode.precision",
+    "table4.decode.tree_constraint",
 )
 TABLE4_KIND_KEYS = {
     "wsj": ("table4.treebank_dir",),

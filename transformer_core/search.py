@@ -12,7 +12,8 @@ One step for every unfinished sentence at once (shapes with A active sentences,
 beam k, vocabulary V):
 
 1. ``decode_step`` gives log-probs (A*k, V); pad and BOS are never generated,
-   EOS is blocked until ``min_len`` real tokens exist.
+   EOS is blocked until ``min_len`` real tokens exist, and a ``constraint`` (the
+   parser's ``TreeConstraint``) masks the pieces that would break a tree.
 2. The 2k best extensions of each sentence's k live hypotheses are taken
    (2 x beam size in case half are EOS).
 3. Extensions among the k best that end in EOS, or that reach the sentence's
@@ -45,13 +46,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
 from transformer_core.config import DecodeOptions
 from transformer_core.model import PositionBuffer
+
+if TYPE_CHECKING:
+    from transformer_core.parsing.constraint import TreeConstraint
 
 
 def _options(options: DecodeOptions | None, settings: dict[str, Any]) -> DecodeOptions:
@@ -240,13 +244,16 @@ def beam_search_nbest(
     options: DecodeOptions | None = None,
     *,
     nbest: int = 1,
+    constraint: TreeConstraint | None = None,
     **settings: Any,
 ) -> list[list[Hypothesis]]:
     """The ``nbest`` best hypotheses of each sentence of ``src_tokens`` (B, S), best first.
 
     ``src_tokens`` is right-padded with ``model.cfg.pad_id`` and holds the source
     pieces followed by EOS. ``options`` and keyword ``settings`` (``DecodeOptions``
-    fields, e.g. ``beam_size=2``) say how to search.
+    fields, e.g. ``beam_size=2``) say how to search. A ``constraint``
+    (``parsing.constraint.TreeConstraint``) masks the pieces that would make a
+    hypothesis an ill-formed tree.
     """
     options = _options(options, settings)
     k, alpha, min_len = options.beam_size, options.alpha, options.min_len
@@ -266,6 +273,7 @@ def beam_search_nbest(
     state = model.init_state(memory, src_mask, beam=k, capacity=longest)  # k rows per sentence
     finished = FinishedHypotheses(batch, k, nbest, longest, device)
     blocked = blocked_tokens(cfg, device)
+    tree = constraint.start(src_tokens, k, max_lens) if constraint is not None else None
 
     active = list(range(batch))  # original index of each active sentence (host)
     active_index = torch.arange(batch, device=device)  # the same, on the device
@@ -286,6 +294,8 @@ def beam_search_nbest(
         # 2 x beam size in case half are EOS. A sentence's 2k best extensions are among
         # the 2k best of each of its rows, so the per-row top 2k are the only candidates.
         log_probs = _next_log_probs(model, tokens, state, step, min_len, blocked)  # (A*k, V)
+        if tree is not None:
+            tree.mask_(log_probs, step)
         row_log_probs, row_tokens = row_topk(log_probs, 2 * k)
         per_row = row_log_probs.size(1)  # 2k, or V if smaller
         candidates = (scores.view(-1, 1) + row_log_probs).view(n_active, k * per_row)
@@ -345,6 +355,8 @@ def beam_search_nbest(
         rows = live_rows.reshape(-1)
         state.reorder(rows, kept)
         tokens = live_token.reshape(-1)
+        if tree is not None:
+            tree.advance(rows, tokens)
         history.append(tokens[:, None], rows)
         scores = live_scores
 
@@ -353,13 +365,18 @@ def beam_search_nbest(
 
 
 def beam_search(
-    model: nn.Module, src_tokens: Tensor, options: DecodeOptions | None = None, **settings: Any
+    model: nn.Module,
+    src_tokens: Tensor,
+    options: DecodeOptions | None = None,
+    *,
+    constraint: TreeConstraint | None = None,
+    **settings: Any,
 ) -> list[list[int]]:
     """The best hypothesis of each sentence, as token ids without BOS and EOS.
 
     Arguments as ``beam_search_nbest``.
     """
-    best = beam_search_nbest(model, src_tokens, _options(options, settings))
+    best = beam_search_nbest(model, src_tokens, _options(options, settings), constraint=constraint)
     return [hyps[0].tokens for hyps in best]
 
 

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import torch
 from torch import nn
@@ -24,6 +24,9 @@ from transformer_core.config import INFERENCE_MAX_TOKENS, DecodeOptions
 from transformer_core.device import inference_model
 from transformer_core.errors import UserError
 from transformer_core.search import beam_search
+
+if TYPE_CHECKING:
+    from transformer_core.parsing.constraint import TreeConstraint
 
 
 def make_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
@@ -85,13 +88,15 @@ def translate_ids(
     autocast: torch.dtype | None = None,
     on_batch: Callable[[int, int], None] | None = None,
     compile: bool = False,
+    constraint: TreeConstraint | None = None,
 ) -> list[list[int]]:
     """Best output ids (no BOS/EOS) for each source id list (pieces only, EOS is appended here).
 
     An empty source gives an empty output without decoding. ``on_batch(sentences,
     target_tokens)`` is called after each batch (progress reporting). Under bf16
     ``autocast`` the search runs a bf16 copy of the model (``device.inference_model``);
-    its scores stay fp32; ``compile`` compiles that copy's steps.
+    its scores stay fp32; ``compile`` compiles that copy's steps. ``constraint`` goes to
+    the search (``search.beam_search_nbest``).
     """
     model = inference_model(model, autocast, compile)
     cfg = model.cfg
@@ -108,7 +113,7 @@ def translate_ids(
             batch[row, : len(sources[i])] = torch.as_tensor(sources[i], dtype=torch.long)
             batch[row, len(sources[i])] = cfg.eos_id
         with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
-            hyps = beam_search(model, batch.to(device), options)
+            hyps = beam_search(model, batch.to(device), options, constraint=constraint)
         for i, hyp in zip(indices, hyps, strict=True):
             outputs[i] = hyp
         if on_batch is not None:
@@ -190,12 +195,20 @@ def translate_lines(
     source_name: str = "input",
     progress: Progress | None = None,
     compile: bool = False,
+    constraint: TreeConstraint | None = None,
 ) -> list[str]:
     """Detokenized best output for each input line, in input order (empty in, empty out)."""
     sources = encode_lines(model, sp, lines, source_name)
     on_batch = progress.update if progress is not None else None
     outputs = translate_ids(
-        model, sources, options, max_tokens, autocast=autocast, on_batch=on_batch, compile=compile
+        model,
+        sources,
+        options,
+        max_tokens,
+        autocast=autocast,
+        on_batch=on_batch,
+        compile=compile,
+        constraint=constraint,
     )
     # A decoded piece can never smuggle a line break in and shift the output.
     return [sp.decode(ids).replace("\n", " ").replace("\r", " ") for ids in outputs]

@@ -7,6 +7,7 @@ import sys
 
 from transformer_core.commands import add_compile_argument, add_inference_arguments
 from transformer_core.config import DecodeOptions
+from transformer_core.parsing.trees import LINEARIZATIONS
 
 HELP = "Decode a text file line by line with beam search (sentencepiece in and out, order kept)."
 
@@ -40,6 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-len-b", type=int, default=paper.max_len_b, help=f"(default b: {paper.max_len_b})"
     )
+    parser.add_argument(
+        "--tree-constraint",
+        choices=LINEARIZATIONS,
+        help="parsing: extend hypotheses only into well-formed trees of this linearization, "
+        "with one leaf per source word (transformer_core/parsing/constraint.py; default: "
+        "unconstrained, as the paper decodes)",
+    )
     add_inference_arguments(
         parser,
         "source tokens",
@@ -54,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from transformer_core.device import cpu_threads, precision_name, setup_device, use_compile
     from transformer_core.io import atomic_write_text, check_input_file, check_output, read_lines
+    from transformer_core.parsing.constraint import TreeConstraint
     from transformer_core.translate import Progress, load_translation_model, translate_lines
 
     options = DecodeOptions(args.beam, args.alpha, args.max_len_a, args.max_len_b)  # checks --beam
@@ -66,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     model, sp = load_translation_model(args.checkpoint, args.spm, device, args.allow_vocab_mismatch)
+    constraint = None
+    if args.tree_constraint:
+        constraint = TreeConstraint.from_sentencepiece(sp, args.tree_constraint)
     lines = read_lines(args.input, strip_cr=True)  # a CRLF file translates as the same file in LF
     progress = Progress(len(lines), sys.stderr)
     outputs = translate_lines(
@@ -78,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         source_name=args.input,
         progress=progress,
         compile=use_compile(device, args.compile, "decode"),
+        constraint=constraint,
     )
     progress.report()
     atomic_write_text(args.output, "".join(line + "\n" for line in outputs))

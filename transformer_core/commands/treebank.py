@@ -30,7 +30,8 @@ def _linearization(parser: argparse.ArgumentParser) -> None:
         choices=LINEARIZATIONS,
         default="xx",
         help="the trees' leaf tokens: xx - XX for every tag (Vinyals et al. 2015; default), "
-        "tags - each word's part-of-speech tag (tensor2tensor's wsj_parsing)",
+        "tags - each word's part-of-speech tag (tensor2tensor's wsj_parsing), words - "
+        "each word itself",
     )
 
 

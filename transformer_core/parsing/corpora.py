@@ -6,8 +6,8 @@ NLTK's free 10% sample of it (a real-data check). Both are cleaned (traces and
 function tags removed) and written as the same parallel files:
 
 - ``{split}.words``: the sentence, space-separated (the model's input);
-- ``{split}.tree``: its linearized tree (the model's output), with ``XX`` or each
-  word's tag at the leaves (``trees.LINEARIZATIONS``);
+- ``{split}.tree``: its linearized tree (the model's output), with ``XX``, each
+  word's tag or the word itself at the leaves (``trees.LINEARIZATIONS``);
 - ``{split}.tags`` and ``{split}.gold`` for dev and test: gold part-of-speech tags
   (``treebank delinearize`` gives them back to predicted trees, so that EVALB
   deletes the same punctuation on both sides) and gold trees for EVALB.
@@ -32,6 +32,7 @@ from transformer_core.parsing.trees import (
     Tree,
     check_linearization,
     clean,
+    is_bracket,
     leaves_of,
     linearize,
     parse_trees,
@@ -152,7 +153,7 @@ def merge_training_files(
     """``OUT/train.{words,tree}``: the treebank's training pairs, then the corpus's.
 
     Streams both; every line is checked as it is copied: as many leaves in the tree
-    (``XX``, or tags for ``tags``) as words in the sentence, and as many lines in both files
+    (``XX``, tags for ``tags``, the sentence's own words for ``words``) as words in the sentence, and as many lines in both files
     (a misaligned corpus would otherwise train on nonsense without a sign).
     Returns the pair counts of each part.
     """
@@ -181,6 +182,14 @@ def _copy_pairs(words_path: Path, tree_path: Path, words_out, tree_out, lineariz
                     f"{tree_path}:{count}: an {POS_PLACEHOLDER} leaf, but table4.linearization is "
                     "'tags' (each leaf a part-of-speech tag): linearize the corpus the same way"
                 )
+            if linearization == "words":
+                leaf_words = [token for token in tokens if not is_bracket(token)]
+                if leaf_words != sentence.split():
+                    raise UserError(
+                        f"{tree_path}:{count}: the leaves are not the words of "
+                        f"{words_path}:{count}, but table4.linearization is 'words' (each leaf "
+                        "the word itself): linearize the corpus the same way"
+                    )
             leaves = leaves_of(tokens, linearization)
             if leaves != len(sentence.split()):
                 raise UserError(

@@ -14,8 +14,10 @@ token sequence: an opening label ``(S``, a closing label ``)S``, and ``XX`` for
 every part-of-speech tag (linearization ``xx``). The paper's own code,
 tensor2tensor's ``wsj_parsing``, keeps each word's tag instead of ``XX``
 (linearization ``tags``): a tag depends on its word, so predicting it makes the
-model align its output with its input. ``delinearize`` turns either sequence
-back into a tree over the sentence's words, repairing what a model may get wrong.
+model align its output with its input. Linearization ``words`` puts each word itself at its
+leaf, so the output copies the input between the brackets (not the paper's; on the NLTK sample
+it learns fastest, docs/table4.md). ``delinearize`` turns any of them back into a tree over
+the sentence's words, repairing what a model may get wrong.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from transformer_core.errors import UserError
 POS_PLACEHOLDER = "XX"
 TRACE_TAG = "-NONE-"
 ROOT_LABEL = "TOP"
-LINEARIZATIONS = ("xx", "tags")  # the leaf token: XX, or the word's part-of-speech tag
+LINEARIZATIONS = ("xx", "tags", "words")  # the leaf token: XX, the word's tag, the word
 _ROOT_ALIASES = ("", "ROOT", ROOT_LABEL)
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 _FUNCTION_TAG = re.compile(r"[-=]")
@@ -153,17 +155,22 @@ def clean(tree: Tree) -> Tree | None:
 
 
 def linearize(tree: Tree, linearization: str = "xx") -> list[str]:
-    """The target sequence: ``(S (NP XX XX )NP (VP XX )VP XX )S`` (``xx``, Vinyals et al.) or
-    ``(S (NP NNP NNP )NP (VP VBZ )VP . )S`` (``tags``, tensor2tensor's).
+    """The target sequence: ``(S (NP XX XX )NP (VP XX )VP XX )S`` (``xx``, Vinyals et al.),
+    ``(S (NP NNP NNP )NP (VP VBZ )VP . )S`` (``tags``, tensor2tensor's) or
+    ``(S (NP Pierre Vinken )NP (VP sings )VP . )S`` (``words``).
 
-    The TOP root is not part of the sequence; its children are.
+    The TOP root is not part of the sequence; its children are. (A word never holds a
+    bracket: ``parse_trees`` splits at them.)
     """
     check_linearization(linearization)
     tokens: list[str] = []
+    leaf = {"xx": lambda node: POS_PLACEHOLDER, "tags": lambda node: node.label}.get(
+        linearization, lambda node: node.children[0]
+    )
 
     def visit(node: Tree) -> None:
         if node.is_preterminal:
-            tokens.append(POS_PLACEHOLDER if linearization == "xx" else node.label)
+            tokens.append(leaf(node))
             return
         tokens.append("(" + node.label)
         for child in node.children:
@@ -182,7 +189,8 @@ def check_linearization(linearization: str) -> None:
         )
 
 
-def _is_bracket(token: str) -> bool:
+def is_bracket(token: str) -> bool:
+    """``(NP`` or ``)NP``: a bracket with its label (``(`` alone is not one)."""
     return len(token) > 1 and token[0] in "()"
 
 
@@ -190,7 +198,7 @@ def leaves_of(tokens: Sequence[str], linearization: str) -> int:
     """How many leaf tokens a linearized tree has: one per word when it is well formed."""
     if linearization == "xx":
         return sum(token == POS_PLACEHOLDER for token in tokens)
-    return sum(not _is_bracket(token) for token in tokens)
+    return sum(not is_bracket(token) for token in tokens)
 
 
 @dataclass
@@ -217,14 +225,16 @@ def delinearize(
     """A TOP-rooted tree over ``words`` from a predicted sequence, repaired to be well formed.
 
     The leaves are the ``XX`` tokens (``xx``) or every token that is not a bracket
-    (``tags``: the predicted tags). Repairs: other tokens of an ``xx`` sequence are ignored; a
-    closing bracket closes the innermost open constituent whatever its label,
+    (``tags``: the predicted tags; ``words``: the predicted words, which need not be the
+    sentence's: the tree is over ``words`` either way). Repairs: other tokens of an ``xx``
+    sequence are ignored; a closing bracket closes the innermost open constituent whatever its
+    label,
     and one with nothing open is ignored; constituents still open at the end
     are closed; ``XX`` leaves beyond the number of words are dropped from the
     end, missing ones are added under the last top-level constituent;
     constituents left without leaves are removed. Preterminals get ``tags``
     (the gold tags when scoring with EVALB, which deletes punctuation by its
-    tag), else the predicted tags (``tags``) or ``XX``.
+    tag), else the predicted tags (``tags``) or ``XX`` (``xx``, ``words``).
     """
     check_linearization(linearization)
     if tags is not None and len(tags) != len(words):
@@ -234,7 +244,7 @@ def delinearize(
     stack = [root]
     leaves: list[tuple[Tree, Tree]] = []  # (parent, placeholder), left to right
     for token in tokens:
-        if token == POS_PLACEHOLDER or (linearization == "tags" and not _is_bracket(token)):
+        if token == POS_PLACEHOLDER or (linearization != "xx" and not is_bracket(token)):
             leaf = Tree(token)
             stack[-1].children.append(leaf)
             leaves.append((stack[-1], leaf))
@@ -268,6 +278,8 @@ def delinearize(
     for i, node in enumerate(_slots_in_order(root, slots)):
         if tags is not None:
             node.label = tags[i]
+        elif linearization == "words":  # the leaf token was a word, not a tag
+            node.label = POS_PLACEHOLDER
         node.children = [words[i]]
     return root, repairs
 

@@ -184,6 +184,13 @@ def decode_setting(name):
     return setting
 
 
+def tree_constraint(wildcards):
+    """`--tree-constraint LINEARIZATION` for parsing runs with table4.decode.tree_constraint."""
+    if is_parsing(wildcards.pair) and TABLE4["decode"]["tree_constraint"]:
+        return ["--tree-constraint", TABLE4["linearization"]]
+    return []
+
+
 def model_settings(exp):
     """models.big for big, models.base for every other experiment."""
     return config["models"]["big" if exp == "big" else "base"]
@@ -209,6 +216,12 @@ def training_recipe(pair):
     }
 
 
+def parsing_regularization(pair):
+    """table4.train's dropout and label_smoothing: model settings of the parsing runs only."""
+    own = (TABLE4.get("train") or {}) if is_parsing(pair) else {}
+    return {key: own[key] for key in ("dropout", "label_smoothing") if key in own}
+
+
 def steps_of(pair, exp):
     """Configured steps (models.*.steps, table4.steps for parsing), else the paper's scaled."""
     settings = TABLE4 if is_parsing(pair) else model_settings(exp)
@@ -226,6 +239,7 @@ def train_args(wildcards):
             exp, scale["width_divisor"], scale.get("layer_divisor", 1)
         ),
         **config.get("model", {}),
+        **parsing_regularization(wildcards.pair),
     }
     settings = checkpointing(wildcards.pair, exp)
     train = training_recipe(wildcards.pair)

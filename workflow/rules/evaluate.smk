@@ -27,12 +27,13 @@ rule translate:
         max_tokens=decode_setting("max_tokens"),
         precision=decode_setting("precision"),
         compile=decode_setting("compile"),
+        tree_constraint=tree_constraint,
     shell:
         "transformer-core translate --checkpoint {input.checkpoint:q} --spm {input.spm:q}"
         " --input {input.source:q} --output {output:q} --beam {params.beam:q} --alpha {params.alpha:q}"
         " --max-len-a {params.max_len_a:q} --max-len-b {params.max_len_b:q}"
         " --max-tokens {params.max_tokens:q} --precision {params.precision:q}"
-        " --compile {params.compile:q}"
+        " --compile {params.compile:q} {params.tree_constraint:q}"
         " --num-threads {threads:q} > {log:q} 2>&1"
 
 

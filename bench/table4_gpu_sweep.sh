@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Table 4's dev ablation on one GPU: every variant of bench/table4_dev.py trains side by side
+# (one process each), then the checkpoints of each learning curve are decoded and scored on dev.
+# Run from the repository root on the lent GPU machine:
+#
+#   bench/table4_gpu_sweep.sh SWEEP [TRAIN_SECONDS]
+#
+# SWEEP names a file of variants, one per line: NAME and bench.table4_dev's training options.
+# Each run trains until its --steps or TRAIN_SECONDS (default 330), whichever comes first,
+# with a checkpoint every CURVE_EVERY steps (default 4000) kept; then every checkpoint at a
+# multiple of CURVE_EVERY is decoded (beam 4, alpha 1.0; at most DECODE_SECONDS each, default
+# 150), without and with --tree-constraint (NAME@STEPc), and scored: one JSON line each in
+# $OUT/sweep.jsonl, the logs in $OUT/logs.tgz. It needs ptb/nltk_treebank.zip under .gpu/data/ (carried beside the tree)
+# and the wheels of .whl/ (sacremoses).
+set -uo pipefail
+SWEEP=$1
+TRAIN_SECONDS=${2:-330}
+CURVE_EVERY=${CURVE_EVERY:-4000}
+DECODE_SECONDS=${DECODE_SECONDS:-150}
+OUT=${OUT:-gpu_out}
+mkdir -p "$OUT"
+OUT=$(realpath "$OUT")
+ROOT=$PWD
+WORK=/tmp/table4_sweep
+mkdir -p "$WORK"
+export PYTHONUNBUFFERED=1
+if ! python3 -c "import sacremoses" 2>/dev/null; then  # the GPU machine lacks it
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 1
+fi
+export PYTHONPATH=$ROOT:/tmp/site
+ZIP=$ROOT/.gpu/data/ptb/nltk_treebank.zip
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$OUT/gpu.txt"
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" >>"$OUT/gpu.txt"
+cat "$OUT/gpu.txt"
+
+start=$(date +%s)
+while read -r name options; do
+    [ -z "$name" ] || [ "${name:0:1}" = "#" ] && continue
+    # shellcheck disable=SC2086  # the options are words
+    timeout "$TRAIN_SECONDS" python3 -m bench.table4_dev "$name" --train-only --work "$WORK" \
+        --zip "$ZIP" --checkpoint-interval "$CURVE_EVERY" --keep-last 100 $options \
+        >"$WORK/$name.log" 2>&1 &
+done <"$SWEEP"
+wait
+echo "trained in $(($(date +%s) - start)) s"
+for log in "$WORK"/*/train.log; do
+    echo "$(basename "$(dirname "$log")"): $(grep "dev loss" "$log" | tail -1)"
+done
+
+start=$(date +%s)
+jobs=0
+for run in "$WORK"/*/run; do
+    name=$(basename "$(dirname "$run")")
+    for checkpoint in "$run"/checkpoints/step_*.pt; do
+        [ -f "$checkpoint" ] || continue
+        step=$((10#$(basename "$checkpoint" .pt | cut -d_ -f2)))
+        [ $((step % CURVE_EVERY)) -eq 0 ] || continue
+        for constraint in "" --tree-constraint; do
+            timeout "$DECODE_SECONDS" python3 -m bench.table4_dev "$name@$step${constraint:+c}" \
+                --from "$name" --work "$WORK" --zip "$ZIP" $constraint \
+                --checkpoint "checkpoints/$(basename "$checkpoint")" --beam 4 --alpha 1.0 \
+                --out "$OUT/sweep.jsonl" >>"$WORK/decode.log" 2>&1 &
+            jobs=$((jobs + 1))
+            if [ "$jobs" -ge 16 ]; then
+                wait -n
+                jobs=$((jobs - 1))
+            fi
+        done
+    done
+done
+wait
+echo "decoded in $(($(date +%s) - start)) s"
+tail -n 5 "$WORK"/*.log "$WORK/decode.log" | tail -n 60
+# $OUT brings back 8 files: the logs travel in one archive.
+tar czf "$OUT/logs.tgz" -C "$WORK" --exclude='*.pt' --exclude=data . 2>/dev/null
+python3 - "$OUT/sweep.jsonl" <<'EOF'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+def key(row):
+    name, step = row["name"].split("@")
+    return name, int(step.rstrip("c")), step
+for row in sorted(rows, key=key):
+    print(f"{row['name']:24} F1 {row['f1']:6.2f}  {row['dev']}")
+EOF
