@@ -237,7 +237,7 @@ QUICK_TRAIN = {
 def trainer_for(
     shape: str, workdir: Path, quick: bool, tokens: int, max_tokens: int
 ) -> tuple[object, ModelConfig]:
-    from transformer_core.train import Trainer
+    from transformer_core.trainer import Trainer
 
     cfg = model_config("base", **{**TRAIN_SHAPES[shape], **(QUICK_TRAIN if quick else {})})
     dataset = synthetic_corpus(workdir / shape, cfg.vocab_size, sentences=4000 if quick else 30000)

@@ -57,7 +57,8 @@ from transformer_core.device import cpu_has_native_bf16
 from transformer_core.distributed import DistContext
 from transformer_core.flops import TokenCounts, device_spec, training_flops
 from transformer_core.model import count_parameters
-from transformer_core.train import Trainer, device_name
+from transformer_core.train import device_name
+from transformer_core.trainer import Trainer
 
 SHAPES = {
     "tiny": {

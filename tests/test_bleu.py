@@ -22,7 +22,7 @@ from transformer_core.bleu import (
     sacrebleu_13a,
     split_compounds,
 )
-from transformer_core.io import read_lines
+from transformer_core.files import read_lines
 
 SHARED = SHARED_DATA
 DATA = SHARED / "system_outputs"

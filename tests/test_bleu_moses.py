@@ -24,7 +24,7 @@ from transformer_core.bleu import (
     replace_unicode_punctuation,
     split_compounds,
 )
-from transformer_core.io import read_lines
+from transformer_core.files import read_lines
 
 FIXTURE = json.loads(
     (Path(__file__).parent / "fixtures" / "bleu_moses" / "perl_chain.json").read_text("utf-8")

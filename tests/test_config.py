@@ -8,9 +8,21 @@ from pathlib import Path
 import pytest
 
 from transformer_core import paper
-from transformer_core.config import BASE, BIG, TABLE3_ROWS, ModelConfig, experiment, model_config
+from transformer_core.config import (
+    BASE,
+    BIG,
+    PARSING_SEARCH,
+    TABLE3_ROWS,
+    ModelConfig,
+    config_key,
+    decode_fields,
+    decode_flags,
+    experiment,
+    model_config,
+)
 from transformer_core.errors import ConfigError
 from transformer_core.params import parameter_table
+from transformer_core.parsing.trees import LINEARIZATIONS
 
 
 @pytest.mark.parametrize(
@@ -157,9 +169,34 @@ def test_paper_configuration_agrees_with_the_library_defaults():
     for preset, cfg in (("base", paper), ("big", big)):
         assert config["models"][preset]["checkpoint_interval"] == cfg.checkpoint_interval
         assert config["models"][preset]["average_last"] == cfg.keep_last
-    assert (
-        config["decode"]["beam"],
-        config["decode"]["alpha"],
-        config["decode"]["max_len_a"],
-        config["decode"]["max_len_b"],
-    ) == (decode.beam_size, decode.alpha, decode.max_len_a, decode.max_len_b)
+    for f in decode_fields():
+        if f.name != "tree_constraint":  # a parsing setting: Table 4's section has it
+            assert config["decode"][config_key(f)] == getattr(decode, f.name), f.name
+
+
+def test_decode_options_and_the_schema_agree_field_by_field():
+    """Each flagged DecodeOptions field is a key of the schema's `decode` sections, of its
+    type; the workflow turns those sections into the same flags (decode_flags)."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    schema = yaml.safe_load((root / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    translation = schema["properties"]["decode"]["properties"]
+    table4 = schema["properties"]["table4"]["properties"]
+    json_type = {int: "integer", float: "number"}
+    for f in decode_fields():
+        key = config_key(f)
+        if f.name == "tree_constraint":
+            assert key not in translation
+            assert table4["decode"]["properties"][key]["type"] == "boolean"
+            assert f.metadata["choices"] == LINEARIZATIONS == tuple(table4["linearization"]["enum"])
+            continue
+        for section in (translation, table4["decode"]["properties"]):
+            assert section[key]["type"] == json_type[type(f.default)], key
+        # table4.decode's defaults are the paper's parsing search, the table4 command's too.
+        assert table4["decode"]["properties"][key]["default"] == getattr(PARSING_SEARCH, f.name)
+    assert decode_flags({"beam": 21, "alpha": 0.3, "max_len_b": 300, "max_tokens": 9}) == [
+        "--beam", "21", "--alpha", "0.3", "--max-len-b", "300",
+    ]  # fmt: skip
+    assert decode_flags({"tree_constraint": "words"}) == ["--tree-constraint", "words"]
+    assert decode_flags({"tree_constraint": None}) == []

@@ -19,7 +19,7 @@ from transformer_core.data.batching import (
 from transformer_core.data.binarized import BinarizedWriter, binarize
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.errors import UserError
-from transformer_core.train import LossModel
+from transformer_core.trainer import LossModel
 
 
 @pytest.fixture(scope="module")

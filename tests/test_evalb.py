@@ -10,7 +10,7 @@ import pytest
 from shared_data import SHARED_DATA
 
 from transformer_core.errors import UserError
-from transformer_core.io import read_lines
+from transformer_core.files import read_lines
 from transformer_core.parsing.evalb import EvalbError, EvalbParams, evalb, score_sentence
 
 SHARED = SHARED_DATA

@@ -15,7 +15,7 @@ from transformer_core.data.dataset import ParallelDataset
 from transformer_core.distributed import DistContext
 from transformer_core.model import Transformer
 from transformer_core.search import beam_search_nbest
-from transformer_core.train import LossModel, Trainer
+from transformer_core.trainer import LossModel, Trainer
 
 pytestmark = [
     pytest.mark.gpu,

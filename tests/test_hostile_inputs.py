@@ -29,7 +29,8 @@ from transformer_core.data.binarized import binarize
 from transformer_core.data.registry import load_registry
 from transformer_core.errors import ConfigError
 from transformer_core.pipeline_config import check, defaulted_keys
-from transformer_core.tables import table4, to_markdown
+from transformer_core.table4 import table4
+from transformer_core.table_markdown import to_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())

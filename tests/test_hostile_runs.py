@@ -454,7 +454,7 @@ def test_prepare_counts_and_reports_bytes_that_are_not_utf8(tmp_path, capsys):
 
 
 def test_temporaries_of_killed_writers_are_cleaned_by_the_next_write(tmp_path):
-    from transformer_core.io import _temporary_prefix, atomic_write_text
+    from transformer_core.files import _temporary_prefix, atomic_write_text
 
     target = tmp_path / "out.txt"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],

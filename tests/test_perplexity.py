@@ -13,7 +13,7 @@ from transformer_core.checkpoint import save_checkpoint
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.errors import UserError
 from transformer_core.model import Transformer
-from transformer_core.perplexity import dataset_perplexity, perplexity
+from transformer_core.perplexity import dataset_perplexity, model_perplexity
 
 BOS, EOS = 2, 3
 VOCAB = 30
@@ -76,10 +76,10 @@ def test_perplexity_over_plain_tensors_ignores_padding():
         src[row, : len(s) + 1] = torch.tensor(s + [EOS])
         tgt_in[row, : len(t) + 1] = torch.tensor([BOS] + t)
         tgt_out[row, : len(t) + 1] = torch.tensor(t + [EOS])
-    result = perplexity(model, [(src, tgt_in, tgt_out)])
+    result = model_perplexity(model, [(src, tgt_in, tgt_out)])
     assert result.perplexity == pytest.approx(expected, rel=1e-5)
     with pytest.raises(UserError, match="empty"):
-        perplexity(model, [])
+        model_perplexity(model, [])
 
 
 def test_ppl_cli_writes_json(tmp_path, binarized):

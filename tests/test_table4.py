@@ -10,7 +10,7 @@ import pytest
 from transformer_core.errors import UserError
 from transformer_core.paper import TABLE4
 from transformer_core.parsing.evalb import evalb
-from transformer_core.tables import TABLE4_COLUMNS, table4
+from transformer_core.table4 import TABLE4_COLUMNS, table4
 
 GOLD = [
     "(TOP (S (NP (DT the) (NN dog)) (VP (VBD barked) (PP (IN at) (NP (DT the) (NN cat)))) (. .)))",
@@ -209,6 +209,16 @@ def test_cli_writes_csv_and_markdown(run_files):
         and "not comparable" not in md.read_text()
         and "empty f1" not in md.read_text()
     )
+    assert "repair output that is not a well-formed tree" in md.read_text()
+    # The note says how the rows decoded: the workflow passes table4.decode's search.
+    constrained = cli(
+        "--result", "wsj_only", "1", scores, summary, "--treebank", "nltk", "--out", str(out),
+        "--markdown", str(md), "--beam", "21", "--alpha", "2.0", "--tree-constraint", "words",
+    )  # fmt: skip
+    assert constrained.returncode == 0, constrained.stderr
+    note = md.read_text()
+    assert "beam 21, alpha 2 and a maximum output length of input + 300" in note
+    assert "tree constraint, linearization words" in note and "repair" not in note
     # a flat prediction (what delinearize makes of an empty output) has no bracket EVALB counts
     nothing = write(
         tmp_path / "nothing.json", evalb(GOLD[1:], ["(TOP (PRP she) (VBD slept) (. .))"]).as_dict()

@@ -11,14 +11,8 @@ from transformer_core.config import model_config
 from transformer_core.deltas import add_deltas, plot_deltas
 from transformer_core.errors import UserError
 from transformer_core.model import parameter_count
-from transformer_core.tables import (
-    markdown_view,
-    table2,
-    table3,
-    table3_row,
-    to_markdown,
-    write_table,
-)
+from transformer_core.table_markdown import markdown_view, to_markdown, write_table
+from transformer_core.tables import table2, table3, table3_row
 
 
 def write(path, data):

@@ -18,7 +18,8 @@ from transformer_core.distributed import DistContext
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.model import Transformer
 from transformer_core.perplexity import dataset_perplexity
-from transformer_core.train import LossModel, Trainer, TrainingDiverged, train
+from transformer_core.train import train
+from transformer_core.trainer import LossModel, Trainer, TrainingDiverged
 
 # TRAIN_SHAPE as the command line's options (test_train_resume and test_hostile_inputs use them too).
 TINY = [item for key, value in TRAIN_SHAPE.items() for item in ("--set", f"{key}={value}")]
@@ -154,22 +155,22 @@ def test_run_dir_plans_nothing_to_do_resume_start_over_or_fresh(tmp_path):
     previous = run_dir.open_run(paths, resume=True, restart_if_changed=True)
     model_cfg = ModelConfig.from_dict(previous.payload["model_config"])
     assert run_dir.plan_start(previous, model_cfg, cfg, None, True) == run_dir.Start(
-        finished=summary
+        "finished", summary=summary
     )
     longer = TrainConfig(**{**cfg.to_dict(), "steps": 3})
     resume = run_dir.plan_start(previous, model_cfg, longer, None, False)
-    assert (
-        resume.payload["step"] == 2 and resume.checkpoint == paths.checkpoints / "step_0000002.pt"
-    )
+    assert resume.kind == "resume" and resume.payload["step"] == 2
+    assert resume.checkpoint == paths.checkpoints / "step_0000002.pt"
     other = model_cfg.replace(d_ff=32)
-    assert "differs in d_ff" in run_dir.plan_start(previous, other, cfg, None, True).stale
+    start_over = run_dir.plan_start(previous, other, cfg, None, True)
+    assert start_over.kind == "start_over" and "differs in d_ff" in start_over.why
     with pytest.raises(UserError, match="cannot resume from .*step_0000002.pt: its model config"):
         run_dir.plan_start(previous, other, cfg, None, False)
     fresh = run_dir.open_run(
         run_dir.RunPaths(tmp_path / "new"), resume=True, restart_if_changed=False
     )
     assert fresh.payload is None
-    assert run_dir.plan_start(fresh, model_cfg, cfg, None, False) == run_dir.Start()
+    assert run_dir.plan_start(fresh, model_cfg, cfg, None, False) == run_dir.Start("fresh")
 
 
 def test_restart_if_changed_moves_the_old_run_aside_and_retrains(tmp_path, capsys):

@@ -12,6 +12,7 @@ from conftest import tiny_config, tiny_model
 
 from transformer_core.checkpoint import save_checkpoint
 from transformer_core.cli import build_parser, main
+from transformer_core.commands import decode_options
 from transformer_core.config import DecodeOptions
 from transformer_core.errors import UserError
 from transformer_core.search import beam_search
@@ -136,7 +137,7 @@ def test_cli_defaults_are_the_papers_and_a_bad_beam_fails_first(tmp_path, capsys
     args = build_parser().parse_args(
         ["translate", "--checkpoint", "c", "--spm", "s", "--input", "i", "--output", "o"]
     )
-    assert DecodeOptions(args.beam, args.alpha, args.max_len_a, args.max_len_b) == DecodeOptions()
+    assert decode_options(args) == DecodeOptions()
     # Checked before any file is looked at (the checkpoint and the input do not exist).
     code = main(
         [

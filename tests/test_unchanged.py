@@ -21,7 +21,7 @@ from transformer_core.data.dataset import ParallelDataset
 from transformer_core.distributed import DistContext
 from transformer_core.model import Transformer
 from transformer_core.search import beam_search_nbest
-from transformer_core.train import LossModel, Trainer
+from transformer_core.trainer import LossModel, Trainer
 
 SHAPE = dict(
     encoder_layers=2, decoder_layers=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, dropout=0.0

@@ -193,7 +193,7 @@ def test_seeds_and_linearization_reach_the_parsing_jobs(tmp_path):
     out = proc.stdout
     assert out.count("--linearization tags") == 3  # treebank, and delinearize per seed
     assert out.count("--no-split-by-unicode-script") == 1  # the parsing vocabulary
-    assert out.count("--tree-constraint tags") == 2  # each seed's test decode
+    assert out.count("--tree-constraint tags") == 3  # each seed's test decode, the table's note
     assert "--result wsj_only 1 results/evalb/parse_treebank/parsing.test.avg.json" in out
     assert "--result wsj_only 2 results/evalb/parse_treebank/parsing-seed2.test.avg.json" in out
 
@@ -274,7 +274,7 @@ def test_table4_train_settings_apply_to_the_parsing_runs_only(tmp_path):
     assert "--set dropout=0.2 --set label_smoothing=0.0" in parsing
     assert "dropout=" not in train_line(proc.stdout, "runs/en_de/base")
 
-    # Without table4.train the parsing run takes `train` and models.base, as before.
+    # Without table4.train the parsing run takes `train` and models.base.
     config = copy.deepcopy(SMOKE)
     del config["table4"]["train"]
     proc = snakemake_on(tmp_path, config, "-n", "-p", "runs/parse_treebank/parsing/averaged.pt")

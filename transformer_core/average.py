@@ -23,7 +23,7 @@ import torch
 from transformer_core.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from transformer_core.config import ModelConfig
 from transformer_core.errors import UserError
-from transformer_core.io import check_output
+from transformer_core.files import check_output
 from transformer_core.run_dir import RunPaths
 
 

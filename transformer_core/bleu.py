@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from transformer_core.errors import UserError
-from transformer_core.io import read_lines
+from transformer_core.files import read_lines
 
 MAX_ORDER = 4
 

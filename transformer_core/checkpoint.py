@@ -40,7 +40,7 @@ import torch
 
 from transformer_core.config import ModelConfig
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_open, sha256_of
+from transformer_core.files import atomic_open, sha256_of
 from transformer_core.model import Transformer
 
 FORMAT = "transformer-core-checkpoint/1"

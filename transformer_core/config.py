@@ -337,24 +337,72 @@ def parse_overrides(
     return overrides
 
 
+def _search(default: Any, flag: str | None, help: str, **extra: Any) -> Any:
+    """A ``DecodeOptions`` field: its default, and where it has one, its command-line flag
+    (the config key is the flag's name in snake case) and help (``decode_flags``,
+    ``commands.add_decode_arguments``)."""
+    return field(default=default, metadata={"flag": flag, "help": help, **extra})
+
+
 @dataclass(frozen=True)
 class DecodeOptions:
     """Search settings (``search.py``); the defaults are the paper's translation setup, and the CLI's.
 
     Here, beside the other configuration dataclasses, so that ``transformer-core --help``
-    reads the defaults without importing torch.
+    reads the defaults without importing torch. Each field with a flag is declared once
+    here: ``commands.add_decode_arguments`` makes the flags of ``translate`` and
+    ``bleu_curve`` from these fields, and the workflow passes its ``decode`` settings (Table
+    4's for the parsing runs) through ``decode_flags``; the schema's ``decode`` section is
+    tested against them (``tests/test_config.py``).
 
     The maximum output length is ``max_len_a * source length + max_len_b``
     (``max_output_lengths``); ``min_len`` forbids EOS before that many real tokens
     (0 for the paper's decoding; benchmarks use it to force equal output lengths).
     """
 
-    beam_size: int = 4
-    alpha: float = 0.6  # the length penalty's exponent
-    max_len_a: float = 1.0
-    max_len_b: int = 50
-    min_len: int = 0
+    beam_size: int = _search(4, "--beam", "beam size; 1 is greedy")
+    alpha: float = _search(0.6, "--alpha", "length penalty ((5+|Y|)/6)^alpha")
+    max_len_a: float = _search(
+        1.0, "--max-len-a", "maximum output length = a * source length + b: a"
+    )
+    max_len_b: int = _search(50, "--max-len-b", "b of the maximum output length")
+    tree_constraint: str | None = _search(
+        None,
+        "--tree-constraint",
+        "parsing: extend hypotheses only into well-formed trees of this linearization, with one "
+        "leaf per source word (transformer_core/parsing/constraint.py; the paper decodes "
+        "without it)",
+        type=str,
+        choices=("xx", "tags", "words"),  # parsing.trees.LINEARIZATIONS (tested equal)
+        config="tree_constraint",
+    )
+    min_len: int = _search(0, None, "")
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:
             raise UserError(f"--beam must be at least 1, got {self.beam_size}")
+
+
+# The paper's parsing search (section 6.3): beam 21, alpha 0.3, maximum output length input + 300.
+PARSING_SEARCH = DecodeOptions(beam_size=21, alpha=0.3, max_len_b=300)
+
+
+def decode_fields() -> list[dataclasses.Field]:
+    """The ``DecodeOptions`` fields that have a command-line flag, in declaration order."""
+    return [f for f in dataclasses.fields(DecodeOptions) if f.metadata["flag"]]
+
+
+def config_key(f: dataclasses.Field) -> str:
+    """The workflow's config key of a flagged field: ``--max-len-a`` is ``max_len_a``."""
+    return f.metadata.get("config") or f.metadata["flag"].removeprefix("--").replace("-", "_")
+
+
+def decode_flags(settings: dict[str, Any]) -> list[str]:
+    """``settings`` (a config's ``decode`` section) as the flags of ``translate``: each key
+    that names a ``DecodeOptions`` flag and is not None, as ``--flag value``."""
+    flags: list[str] = []
+    for f in decode_fields():
+        value = settings.get(config_key(f))
+        if value is not None:
+            flags += [f.metadata["flag"], str(value)]
+    return flags

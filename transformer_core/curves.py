@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from transformer_core.errors import UserError
-from transformer_core.io import save_png
+from transformer_core.files import save_png
 
 
 def spaced(items: Sequence, count: int) -> list:

@@ -20,7 +20,7 @@ import os
 import pandas as pd
 
 from transformer_core.errors import UserError
-from transformer_core.io import read_lines, save_png
+from transformer_core.files import read_lines, save_png
 from transformer_core.significance import paired_test, significant
 
 BASE = "base"

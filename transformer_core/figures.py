@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from transformer_core.attention import WORD_START, SentenceAttention, pick_heads
-from transformer_core.io import save_png
+from transformer_core.files import save_png
 from transformer_core.paper import AttentionFigure
 
 MIN_ALPHA = 0.05  # fainter lines do not show on the page; skipping them keeps files small

@@ -169,11 +169,3 @@ def projected_label_smoothed_loss(
         hidden, weight, target, float(epsilon), rows, need_grad
     )
     return LossSums(loss, nll, target.numel())
-
-
-def perplexity(nll_sum: float, tokens: int) -> float:
-    """exp(NLL per token); inf when it overflows."""
-    if tokens == 0:
-        return float("nan")
-    mean = nll_sum / tokens
-    return float("inf") if mean > 700 else float(torch.tensor(mean, dtype=torch.float64).exp())

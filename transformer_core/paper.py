@@ -122,10 +122,6 @@ TABLE4_NOTES = (
     "F1 is EVALB's bracketing F-measure with COLLINS.prm (labeled brackets, punctuation and TOP not "
     "counted, ADVP = PRT) over all test sentences, the paper's measure; f1_len_le_40 counts only "
     "sentences of at most 40 words.",
-    "Our rows decode with beam 21, alpha 0.3 and a maximum output length of input + 300, average the "
-    "last checkpoints as the base model does, and repair output that is not a well-formed tree "
-    "(unbalanced brackets, too few or too many leaves) before scoring; gold part-of-speech tags are "
-    "put back on the leaves so that EVALB deletes the same punctuation on both sides.",
     "The paper's semi-supervised corpus (about 17M sentences: the high-confidence and BerkeleyParser "
     "corpora) is not public: that row runs only with a corpus given in table4.semi_supervised_dir.",
 )

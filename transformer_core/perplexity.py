@@ -7,8 +7,9 @@ with. Teacher-forced, one forward pass per batch.
 
 ``summed_nll`` and ``Perplexity`` are the one summation of per-batch NLLs and the
 one formula behind both dev numbers: the training run's own dev evaluation
-(``Trainer.evaluate``, the number Table 3 reports) and ``perplexity`` here (the
-``ppl`` command), which therefore give the same number for the same checkpoint.
+(``Trainer.evaluate``, the number Table 3 reports) and ``model_perplexity`` here (the
+``ppl`` command), which therefore give the same number for the same checkpoint;
+``exp_mean_nll`` is the formula, also of the training log's ppl.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_core import loss
 from transformer_core.config import INFERENCE_MAX_TOKENS
 from transformer_core.data.batching import TokenBucketSampler, collate
 from transformer_core.data.dataset import ParallelDataset
@@ -29,6 +29,14 @@ from transformer_core.errors import UserError
 
 # (src, tgt_in, tgt_out) -> the batch's NLL summed over its non-pad target tokens (nats).
 BatchNll = Callable[[Tensor, Tensor, Tensor], Tensor]
+
+
+def exp_mean_nll(nll_sum: float, tokens: int) -> float:
+    """exp(NLL per token): the perplexity of ``tokens`` tokens; inf when it overflows."""
+    if tokens == 0:
+        return float("nan")
+    mean = nll_sum / tokens
+    return float("inf") if mean > 700 else float(torch.tensor(mean, dtype=torch.float64).exp())
 
 
 @dataclass(frozen=True)
@@ -45,8 +53,8 @@ class Perplexity:
 
     @property
     def perplexity(self) -> float:
-        """exp(NLL per token), by the formula of the training log's ppl (``loss.perplexity``)."""
-        return loss.perplexity(self.nll_sum, self.tokens)
+        """exp(NLL per token), by the formula of the training log's ppl."""
+        return exp_mean_nll(self.nll_sum, self.tokens)
 
     def to_dict(self) -> dict:
         return {"perplexity": self.perplexity, "nll_per_token": self.nll_per_token, **asdict(self)}
@@ -72,7 +80,7 @@ def summed_nll(
 
 
 @torch.inference_mode()
-def perplexity(
+def model_perplexity(
     model: nn.Module,
     batches: Iterable[tuple[Tensor, Tensor, Tensor]],
     autocast: torch.dtype | None = None,
@@ -135,6 +143,6 @@ def dataset_perplexity(
         )
     if len(dataset) == 0:
         raise UserError(f"{prefix}: no sentence pairs")
-    return perplexity(
+    return model_perplexity(
         model, dataset_batches(dataset, max_tokens, cfg.pad_id, cfg.bos_id, cfg.eos_id), autocast
     )

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from transformer_core.config import TABLE3_ROWS, ModelConfig
+from transformer_core.config import TABLE3_ROWS, ModelConfig, config_key, decode_fields
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.parsing.corpora import wsj_section_files
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
@@ -57,10 +57,7 @@ RULE_KEYS = (
     "models.base.average_last",
     "models.big.checkpoint_interval",
     "models.big.average_last",
-    "decode.beam",
-    "decode.alpha",
-    "decode.max_len_a",
-    "decode.max_len_b",
+    *(f"decode.{config_key(f)}" for f in decode_fields() if f.name != "tree_constraint"),
     "decode.max_tokens",
     "decode.precision",
     "table2.models",
@@ -78,13 +75,9 @@ TABLE4_KEYS = (
     "table4.split_by_unicode_script",
     "table4.vocab_size",
     "table4.semi_supervised_dir",
-    "table4.decode.beam",
-    "table4.decode.alpha",
-    "table4.decode.max_len_a",
-    "table4.decode.max_len_b",
+    *(f"table4.decode.{config_key(f)}" for f in decode_fields()),
     "table4.decode.max_tokens",
     "table4.decode.precision",
-    "table4.decode.tree_constraint",
 )
 TABLE4_KIND_KEYS = {
     "wsj": ("table4.treebank_dir",),

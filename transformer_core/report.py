@@ -16,7 +16,7 @@ from pathlib import Path
 
 from transformer_core import __version__
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_write_text, read_lines, save_png
+from transformer_core.files import atomic_write_text, read_lines, save_png
 
 RECIPE = """\
 ## How each number was made

@@ -19,9 +19,9 @@ is read and the device is set up:
 
 1. ``open_run`` (before the data is read) checks the flags against what the directory
    holds and loads the newest checkpoint that can be resumed;
-2. ``plan_start`` (once the model config is known from the data) decides: nothing to
-   do (``Start.finished``), resume (``Start.payload``), start over after moving the
-   old run aside (``Start.stale``, done by ``start_over`` on the device), or start fresh.
+2. ``plan_start`` (once the model config is known from the data) decides the ``Start``'s
+   kind: nothing to do (``finished``), ``resume``, ``start_over`` after moving the old run
+   aside (done by ``start_over`` on the device), or ``fresh``.
 
 Rank 0 then writes ``MetricsLog`` lines, ``write_checkpoint`` and, at the end,
 ``finish`` (``last.pt`` and the ``run_summary``).
@@ -36,7 +36,7 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from transformer_core import distributed
 from transformer_core.checkpoint import (
@@ -52,8 +52,8 @@ from transformer_core.checkpoint import (
 from transformer_core.config import ModelConfig, TrainConfig
 from transformer_core.distributed import DistContext
 from transformer_core.errors import UserError
+from transformer_core.files import atomic_write_text
 from transformer_core.flops import TokenCounts, paper_method_cost, training_flops
-from transformer_core.io import atomic_write_text
 
 # What a checkpoint needs beyond the model to be continued exactly.
 TRAINING_STATE = ("train_config", "optimizer", "step", "rng", "data", "token_counts")
@@ -225,12 +225,19 @@ def open_run(paths: RunPaths, resume: bool, restart_if_changed: bool) -> Previou
 
 @dataclass(frozen=True)
 class Start:
-    """How a training session begins (``plan_start``); all None: fresh, at step 0."""
+    """How a training session begins (``plan_start``), with what that way needs.
 
-    payload: dict | None = None  # continue from this checkpoint
-    checkpoint: Path | None = None  # the file ``payload`` was read from
-    finished: dict | None = None  # summary of a run finished with these settings: nothing to do
-    stale: str | None = None  # why the previous run cannot continue: ``start_over`` moves it aside
+    ``kind``: ``fresh`` (at step 0), ``resume`` (from ``payload``, read from ``checkpoint``),
+    ``finished`` (a run made with these settings is done: nothing to do but return its
+    ``summary``) or ``start_over`` (the previous run cannot continue, ``why``; ``start_over``
+    moves it aside).
+    """
+
+    kind: Literal["fresh", "resume", "finished", "start_over"]
+    payload: dict | None = None
+    checkpoint: Path | None = None
+    summary: dict | None = None
+    why: str | None = None
 
 
 def plan_start(
@@ -252,7 +259,7 @@ def plan_start(
     """
     payload, paths = previous.payload, previous.paths
     if payload is None:
-        return Start()
+        return Start("fresh")
     summary = (
         json.loads(paths.summary.read_text(encoding="utf-8")) if paths.summary.exists() else {}
     )
@@ -264,16 +271,16 @@ def plan_start(
         and summary.get("steps", 0) >= cfg.steps
         and int(payload["step"]) >= cfg.steps
     ):
-        return Start(finished=summary)
+        return Start("finished", summary=summary)
     checkpoint = previous.checkpoints[-1][1]
     if why is None:
-        return Start(payload, checkpoint)
+        return Start("resume", payload=payload, checkpoint=checkpoint)
     if not restart_if_changed:
         raise UserError(
             f"cannot resume from {checkpoint}: {why}; pass the same settings "
             "(or start a new --out-dir)"
         )
-    return Start(stale=why)
+    return Start("start_over", why=why)
 
 
 def start_over(paths: RunPaths, why: str, ctx: DistContext) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from transformer_core.errors import UserError
-from transformer_core.io import check_output_dir
+from transformer_core.files import check_output_dir
 
 LOCK_NAME = "train.lock"
 

@@ -1,9 +1,10 @@
-"""Tables 2, 3 and 4 assembled from the pipeline's result files, with the paper's values beside ours.
+"""Tables 2 and 3 assembled from the pipeline's result files, with the paper's values beside ours,
+and the readers of those files that Table 4 (``table4``) shares.
 
 Inputs are the JSON files earlier stages write: a training ``summary.json``, a
 ``score`` JSON (paper-style BLEU and sacreBLEU, each with sacreBLEU's 95% bootstrap
-interval), a ``ppl`` JSON and an ``evalb`` JSON (bracket scores). Each table is written
-as CSV with a markdown twin, atomically.
+interval) and a ``ppl`` JSON. Each table is written as CSV with a markdown twin,
+atomically (``table_markdown.write_table``).
 
 A cell trained with several seeds (config ``seeds``) shows the mean over seeds, its
 standard deviation (``*_std``) and the per-seed values (``*_per_seed``, "seed:value");
@@ -15,7 +16,6 @@ p-values (``table3_significance``) are added when the table is assembled.
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -24,9 +24,8 @@ import pandas as pd
 
 from transformer_core.config import ModelConfig
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_open, atomic_write_text
-from transformer_core.paper import TABLE2, TABLE2_PRESET_ROWS, TABLE3, TABLE4
-from transformer_core.significance import mean_std, significant
+from transformer_core.paper import TABLE2, TABLE2_PRESET_ROWS, TABLE3
+from transformer_core.significance import mean_std
 
 PAIR_COLUMNS = {"en_de": ("en_de_bleu", "en_de_flops"), "en_fr": ("en_fr_bleu", "en_fr_flops")}
 
@@ -86,27 +85,6 @@ TABLE3_COLUMNS = [
     "paper_params",
 ]
 
-TABLE4_COLUMNS = [
-    "source",
-    "parser",
-    "training",
-    "status",
-    "treebank",
-    "seeds",
-    "f1",
-    "f1_std",
-    "f1_per_seed",
-    "f1_len_le_40",
-    "recall",
-    "precision",
-    "test_sentences",
-    "paper_f1",
-    "steps",
-    "train_hours",
-    "device",
-    "devices",
-    "train_precision",
-]
 # Notes under the markdown of the tables whose BLEU has intervals (and Table 3's deltas).
 INTERVAL_NOTES = (
     "BLEU ±x: half-width of sacreBLEU's 95% bootstrap confidence interval over the scored "
@@ -119,9 +97,6 @@ DELTA_NOTES = (
     "against base's translations of the same dev set (seeds pooled); **bold**: p < 0.05. "
     "PPL deltas have no test: the dev perplexity is recorded as a sum, not per sentence.",
 )
-# Our settings of Table 4 and the paper's training column each reproduces.
-TABLE4_SETTINGS = {"wsj_only": "WSJ only, discriminative", "semi_supervised": "semi-supervised"}
-EVALB_CUTOFF_LEN = 40  # COLLINS.prm's CUTOFF_LEN, the column f1_len_le_40
 
 
 def read_json(path: str | os.PathLike, required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -182,7 +157,8 @@ def group_seeds(results: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[
     return groups
 
 
-def _mean_of(summaries: list[dict], key: str, scale: float = 1.0) -> float | None:
+def mean_of(summaries: list[dict], key: str, scale: float = 1.0) -> float | None:
+    """The mean of ``key`` over the runs' summaries (divided by ``scale``); None if one lacks it."""
     values = [s[key] for s in summaries if s.get(key) is not None]
     return mean_std(values)[0] / scale if len(values) == len(summaries) else None
 
@@ -222,13 +198,13 @@ def table2(results: list[dict[str, str]]) -> pd.DataFrame:
             "seeds": " ".join(map(str, seeds)),
             "sacrebleu_signature": scores[0]["sacrebleu_signature"],
             "paper_bleu": getattr(paper, bleu_col),
-            "cost_flops_paper_method": _mean_of(summaries, "flops_paper_method"),
-            "flops_analytic": _mean_of(summaries, "flops_analytic"),
+            "cost_flops_paper_method": mean_of(summaries, "flops_paper_method"),
+            "flops_analytic": mean_of(summaries, "flops_analytic"),
             "paper_flops": getattr(paper, flops_col),
             "device": first["device"],
             "devices": first["devices"],
             "train_precision": train_precision(first),
-            "train_hours": _mean_of(summaries, "wall_seconds", 3600.0),
+            "train_hours": mean_of(summaries, "wall_seconds", 3600.0),
             "steps": first["steps"],
         }
         for key in ("bleu_paper_style", "sacrebleu"):
@@ -326,191 +302,3 @@ def table3(row_csvs: list[str]) -> pd.DataFrame:
     table = pd.concat(frames, ignore_index=True)
     order = {name: i for i, name in enumerate(TABLE3)}
     return table.sort_values("row", key=lambda col: col.map(order)).reset_index(drop=True)
-
-
-def table4(results: list[dict[str, str]], treebank: str) -> pd.DataFrame:
-    """Table 4 in the paper's row order, our rows where the paper's Transformer rows are.
-
-    ``results`` items have ``setting`` (``wsj_only`` or ``semi_supervised``), ``seed`` (of
-    the training run), ``evalb`` (the JSON of ``transformer-core evalb`` on the test split)
-    and ``summary`` (training summary path). Several seeds of one setting make one row: F1,
-    recall, precision and training time are means over the seeds, with each seed's F1
-    beside them. A setting without a result is a row with status ``not run``; ``treebank``
-    names what our rows were trained and tested on (only ``wsj`` is the paper's section 23).
-    """
-    ours: dict[str, dict[str, Any]] = {}
-    for (setting,), items in group_seeds(results, ("setting",)).items():
-        if setting not in TABLE4_SETTINGS:
-            raise UserError(
-                f"table4: unknown setting {setting!r}; known: {', '.join(TABLE4_SETTINGS)}"
-            )
-        runs = [_evalb_run(item) for item in items]
-        summaries = [
-            read_json(i["summary"], ("wall_seconds", "device", "devices", "steps")) for i in items
-        ]
-        seeds = [int(i["seed"]) for i in items]
-        first = summaries[0]
-        row = {
-            "status": "run" if all(r["valid"] for r in runs) else "no valid sentences",
-            "treebank": treebank,
-            "seeds": " ".join(map(str, seeds)),
-            "test_sentences": runs[0]["test_sentences"],
-            "steps": first["steps"],
-            "train_hours": _mean_of(summaries, "wall_seconds", 3600.0),
-            "device": first["device"],
-            "devices": first["devices"],
-            "train_precision": train_precision(first),
-        }
-        for key in ("recall", "precision"):
-            row[key] = mean_std([r[key] for r in runs])[0]
-        if all(r["f1"] is not None for r in runs):
-            row.update(seed_columns("f1", seeds, [r["f1"] for r in runs], None))
-            short = [r["f1_len_le_40"] for r in runs]
-            row["f1_len_le_40"] = None if None in short else mean_std(short)[0]
-        else:  # EVALB's nan in some run: no mean to show, each seed's value is
-            row["f1_per_seed"] = " ".join(
-                f"{seed}:{'nan' if r['f1'] is None else format(r['f1'], '.2f')}"
-                for seed, r in zip(seeds, runs, strict=True)
-            )
-        ours[setting] = row
-    setting_of = {training: setting for setting, training in TABLE4_SETTINGS.items()}
-    rows = []
-    for paper in TABLE4:
-        row = {"parser": paper.parser, "training": paper.training, "paper_f1": paper.f1}
-        if paper.ours:
-            row.update(source="ours", **ours.get(setting_of[paper.training], {"status": "not run"}))
-        else:
-            row.update(source="paper")
-        rows.append(row)
-    counts = {
-        "test_sentences": "Int64",
-        "steps": "Int64",
-        "devices": "Int64",
-    }  # integers beside empty cells
-    return pd.DataFrame(rows, columns=TABLE4_COLUMNS).astype(counts)
-
-
-def _evalb_run(item: dict[str, str]) -> dict[str, Any]:
-    """One run's test scores from its EVALB JSON; F1 is None where EVALB prints nan.
-
-    No valid sentence: nothing was scored, the row says so. Valid sentences but no bracket
-    EVALB counts: F1 stays an empty cell (EVALB's nan), never a number.
-    """
-    scores = read_json(item["evalb"], ("all", "cutoff_len"))
-    if scores["cutoff_len"] != EVALB_CUTOFF_LEN:
-        raise UserError(
-            f"{item['evalb']}: cutoff_len is {scores['cutoff_len']}, not COLLINS.prm's "
-            f"{EVALB_CUTOFF_LEN}"
-        )
-    short = read_json(item["evalb"], (f"len<={EVALB_CUTOFF_LEN}",))[f"len<={EVALB_CUTOFF_LEN}"]
-    valid = scores["all"].get("valid_sentences", 1) > 0
-    f1, short_f1 = (_finite(scores["all"]["f1"]), _finite(short["f1"])) if valid else (None, None)
-    return {
-        "valid": valid,
-        "f1": f1,
-        "f1_len_le_40": short_f1,
-        "recall": scores["all"]["recall"],
-        "precision": scores["all"]["precision"],
-        "test_sentences": scores["all"]["valid_sentences"],
-    }
-
-
-def _finite(value: Any) -> float | None:
-    """A score as a number, None for EVALB's nan (written as null or NaN)."""
-    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
-
-
-def _cell(value: Any) -> str:
-    if _missing(value):
-        return ""
-    if isinstance(value, float):
-        if abs(value) >= 1e6:
-            return f"{value:.3g}"
-        # counts read back from CSV beside missing cells come as floats
-        return str(int(value)) if value.is_integer() and abs(value) >= 1 else f"{value:.2f}"
-    return str(value).replace("|", "\\|")
-
-
-def _missing(value: Any) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-
-
-def _with_spread(value: Any, half_width: Any, std: Any) -> str:
-    """ "25.31 ±0.61" (the bootstrap half-width), "sd 0.20" added over several seeds."""
-    if _missing(value):
-        return ""
-    text = f"{value:.2f}"
-    if not _missing(half_width):
-        text += f" ±{half_width:.2f}"
-    if not _missing(std):
-        text += f" (sd {std:.2f})"
-    return text
-
-
-def _with_p(delta: Any, p_value: Any) -> str:
-    """ "-0.52 (p 0.030)", in bold when p < 0.05."""
-    if _missing(delta):
-        return ""
-    text = f"{delta:+.2f}"
-    if _missing(p_value):
-        return text
-    p_value = float(p_value)
-    text = f"{text} (p {p_value:.3f})"
-    return f"**{text}**" if significant(p_value) else text
-
-
-def markdown_view(table: pd.DataFrame) -> pd.DataFrame:
-    """The table as a reader reads it: each value with its interval and spread in one cell.
-
-    A column ``X`` with ``X_ci95``/``X_std`` becomes "X ±ci (sd std)"; ``X_delta`` with
-    ``X_p`` becomes "delta (p value)", bold when significant. Per-seed values stay only
-    when some cell has several seeds. The CSV keeps every column apart.
-    """
-    view = table.copy()
-    several = "seeds" in view and view["seeds"].astype(str).str.contains(" ").any()
-    for column in list(table.columns):
-        if not column.endswith("_per_seed"):
-            continue
-        stem = column.removesuffix("_per_seed")
-        ci = table.get(f"{stem}_ci95", pd.Series([None] * len(table)))
-        view[stem] = [
-            _with_spread(v, c, s)
-            for v, c, s in zip(table[stem], ci, table[f"{stem}_std"], strict=True)
-        ]
-        view = view.drop(columns=[c for c in (f"{stem}_ci95", f"{stem}_std") if c in view])
-        if not several:
-            view = view.drop(columns=[column])
-    for column in list(table.columns):
-        if column.endswith("_delta") and f"{column.removesuffix('_delta')}_p" in table:
-            p_column = f"{column.removesuffix('_delta')}_p"
-            view[column] = [
-                _with_p(d, p) for d, p in zip(table[column], table[p_column], strict=True)
-            ]
-            view = view.drop(columns=[p_column])
-    return view
-
-
-def to_markdown(table: pd.DataFrame, notes: tuple[str, ...] = ()) -> str:
-    """A GitHub markdown table (empty cells for missing values) followed by notes."""
-    lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
-    for record in table.itertuples(index=False):
-        lines.append("| " + " | ".join(_cell(v) for v in record) + " |")
-    text = "\n".join(lines) + "\n"
-    if notes:
-        text += "\n" + "\n".join(f"- {note}" for note in notes) + "\n"
-    return text
-
-
-def write_table(
-    table: pd.DataFrame,
-    csv_path: str | os.PathLike,
-    markdown_path: str | os.PathLike | None = None,
-    notes: tuple[str, ...] = (),
-    labels: dict[str, str] | None = None,
-) -> None:
-    """Write the CSV (and its markdown twin, its headers renamed by ``labels``) atomically."""
-    with atomic_open(csv_path, "w", newline="") as handle:
-        table.to_csv(handle, index=False)
-    if markdown_path is not None:
-        view = markdown_view(table).rename(columns=labels or {})
-        atomic_write_text(markdown_path, to_markdown(view, notes))

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 import torch
 from torch import nn
@@ -23,10 +23,8 @@ from torch import nn
 from transformer_core.config import INFERENCE_MAX_TOKENS, DecodeOptions
 from transformer_core.device import inference_model
 from transformer_core.errors import UserError
+from transformer_core.parsing.constraint import TreeConstraint
 from transformer_core.search import beam_search
-
-if TYPE_CHECKING:
-    from transformer_core.parsing.constraint import TreeConstraint
 
 
 def make_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
@@ -195,9 +193,15 @@ def translate_lines(
     source_name: str = "input",
     progress: Progress | None = None,
     compile: bool = False,
-    constraint: TreeConstraint | None = None,
 ) -> list[str]:
-    """Detokenized best output for each input line, in input order (empty in, empty out)."""
+    """Detokenized best output for each input line, in input order (empty in, empty out).
+
+    ``options.tree_constraint`` (a linearization) makes the search write only well-formed
+    trees of it in ``sp``'s pieces (``parsing.constraint``).
+    """
+    constraint = None
+    if options.tree_constraint:
+        constraint = TreeConstraint.from_sentencepiece(sp, options.tree_constraint)
     sources = encode_lines(model, sp, lines, source_name)
     on_batch = progress.update if progress is not None else None
     outputs = translate_ids(

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_core.config import COMPILE_MODES, DEVICES, INFERENCE_MAX_TOKENS, PRECISIONS
+from transformer_core.config import (
+    COMPILE_MODES,
+    DEVICES,
+    INFERENCE_MAX_TOKENS,
+    PRECISIONS,
+    DecodeOptions,
+    decode_fields,
+)
 
 PRECISION_HELP = (
     "auto: bf16 autocast where the device computes bf16 natively (CUDA GPUs with bf16, "
@@ -74,6 +81,31 @@ def add_inference_arguments(
     add_device_arguments(parser, precision_default, precision_note)
 
 
+def add_decode_arguments(
+    parser: argparse.ArgumentParser, defaults: DecodeOptions | None = None
+) -> None:
+    """The search flags of the commands that decode: one per flagged ``DecodeOptions`` field,
+    with its help and its value in ``defaults`` (default: the paper's translation search)."""
+    defaults = defaults or DecodeOptions()
+    for f in decode_fields():
+        meta, default = f.metadata, getattr(defaults, f.name)
+        choices = meta.get("choices")
+        parser.add_argument(
+            meta["flag"],
+            dest=f.name,
+            metavar=None if choices else meta["flag"].removeprefix("--").upper().replace("-", "_"),
+            type=meta.get("type", type(f.default)),
+            choices=choices,
+            default=default,
+            help=f"{meta['help']} (default: {'off' if default is None else default})",
+        )
+
+
+def decode_options(args: argparse.Namespace) -> DecodeOptions:
+    """The ``DecodeOptions`` of ``add_decode_arguments``'s flags (checks them: ``--beam``)."""
+    return DecodeOptions(**{f.name: getattr(args, f.name) for f in decode_fields()})
+
+
 def add_compile_argument(
     parser: argparse.ArgumentParser, what: str, default: str | None = "auto"
 ) -> None:
@@ -105,9 +137,9 @@ def check_outputs(
     files: dict[str, object] | None = None, folders: dict[str, object] | None = None
 ) -> None:
     """Before any work: each output file (option name -> path) and folder can be written
-    (``io.check_output``, ``io.check_output_dir``: not a folder or file in the way, the
+    (``files.check_output``, ``files.check_output_dir``: not a folder or file in the way, the
     nearest existing folder accepts a new file). None paths (options not given) are skipped."""
-    from transformer_core.io import check_output, check_output_dir
+    from transformer_core.files import check_output, check_output_dir
 
     for option, path in (files or {}).items():
         if path is not None:

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from transformer_core.device import setup_device
     from transformer_core.errors import UserError
     from transformer_core.figures import draw_figure
-    from transformer_core.io import check_input_file, check_output
+    from transformer_core.files import check_input_file, check_output
     from transformer_core.paper import ATTENTION_FIGURES
     from transformer_core.translate import encode_lines, load_translation_model
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from transformer_core.commands import add_compile_argument, add_inference_arguments
-from transformer_core.config import DecodeOptions
+from transformer_core.commands import (
+    add_compile_argument,
+    add_decode_arguments,
+    add_inference_arguments,
+    decode_options,
+)
 
 HELP = (
     "Decode the dev set with a run's kept checkpoints and score each: BLEU against training steps."
@@ -14,7 +18,6 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    paper = DecodeOptions()
     parser.add_argument("--run-dir", required=True, help="the training run's folder")
     parser.add_argument("--spm", required=True, help="sentencepiece model of the run's data")
     parser.add_argument("--input", required=True, help="dev source text, one sentence per line")
@@ -27,10 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="decode at most this many kept checkpoints, evenly spaced, the last among them "
         "(default: 5)",
     )
-    parser.add_argument("--beam", type=int, default=paper.beam_size, help="beam size")
-    parser.add_argument("--alpha", type=float, default=paper.alpha, help="length penalty exponent")
-    parser.add_argument("--max-len-a", type=float, default=paper.max_len_a, help="see translate")
-    parser.add_argument("--max-len-b", type=int, default=paper.max_len_b, help="see translate")
+    add_decode_arguments(parser)
     parser.add_argument("--out", required=True, help="JSON output: one point per checkpoint")
     add_inference_arguments(
         parser,
@@ -58,10 +58,10 @@ def run(args: argparse.Namespace) -> int:
     from transformer_core.curves import bleu_by_step, spaced
     from transformer_core.device import setup_device, use_compile
     from transformer_core.errors import UserError
-    from transformer_core.io import atomic_write_text, check_output, read_lines
+    from transformer_core.files import atomic_write_text, check_output, read_lines
     from transformer_core.translate import check_vocabulary, translate_lines
 
-    options = DecodeOptions(args.beam, args.alpha, args.max_len_a, args.max_len_b)
+    options = decode_options(args)
     check_output(args.out, "--out")
     _, refs = read_pair(args.input, args.ref)  # same line counts, else an error
     checkpoints = spaced(list_checkpoints(Path(args.run_dir) / "checkpoints"), args.checkpoints)

@@ -7,7 +7,7 @@ import json
 import sys
 
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_write_text, check_input_file, check_output, read_lines
+from transformer_core.files import atomic_write_text, check_input_file, check_output, read_lines
 from transformer_core.parsing.evalb import EvalbParams, evalb
 
 HELP = "EVALB bracket scoring (COLLINS.prm semantics unless --prm is given); prints EVALB's report."

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from transformer_core.data.binarized import read_header
     from transformer_core.device import precision_name, setup_device
-    from transformer_core.io import atomic_write_text, check_output
+    from transformer_core.files import atomic_write_text, check_output
     from transformer_core.perplexity import dataset_perplexity
 
     check_output(args.out, "--out")

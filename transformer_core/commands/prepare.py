@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from transformer_core.data.shards import load_shard
     from transformer_core.errors import UserError
-    from transformer_core.io import atomic_write_text
+    from transformer_core.files import atomic_write_text
 
     settings = PrepareSettings(
         src_lang=args.src_lang,

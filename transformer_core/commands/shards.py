@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from transformer_core.data import shards
     from transformer_core.data.binarized import concatenate, read_header
     from transformer_core.data.prepare import summary
-    from transformer_core.io import atomic_write_text, check_output
+    from transformer_core.files import atomic_write_text, check_output
 
     if args.shards_command == "split":
         check_output(args.out)

@@ -39,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     check_outputs({"--out": args.out, "--markdown": args.markdown})
     from transformer_core.evaluation_sets import datasets_of, paper_labels, table2_notes
     from transformer_core.paper import TABLE2_NOTES
-    from transformer_core.tables import INTERVAL_NOTES, table2, write_table
+    from transformer_core.table_markdown import write_table
+    from transformer_core.tables import INTERVAL_NOTES, table2
 
     results = [
         dict(zip(("model", "pair", "seed", "score", "summary"), r, strict=True))

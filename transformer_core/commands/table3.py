@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     from transformer_core.errors import UserError
     from transformer_core.evaluation_sets import datasets_of, paper_labels, table3_notes
     from transformer_core.paper import TABLE3_NOTES
-    from transformer_core.tables import DELTA_NOTES, INTERVAL_NOTES, table3, write_table
+    from transformer_core.table_markdown import write_table
+    from transformer_core.tables import DELTA_NOTES, INTERVAL_NOTES, table3
 
     table = table3(args.rows)
     if args.hyp:

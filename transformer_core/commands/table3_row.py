@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--out": args.out})
-    from transformer_core.tables import table3_row, write_table
+    from transformer_core.table_markdown import write_table
+    from transformer_core.tables import table3_row
 
     runs = [dict(zip(("seed", "score", "summary"), r, strict=True)) for r in args.run]
     write_table(table3_row(args.row, runs), args.out)

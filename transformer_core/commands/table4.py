@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_core.commands import check_outputs
+from transformer_core.commands import add_decode_arguments, check_outputs, decode_options
+from transformer_core.config import PARSING_SEARCH
 
 HELP = "Assemble Table 4 (parsing F1 on the test section) from EVALB and training-summary files."
 
@@ -26,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="what our rows were trained and tested on (wsj, nltk, smoke), for the table",
     )
+    add_decode_arguments(parser, PARSING_SEARCH)  # how the rows decoded, for the table's note
     parser.add_argument("--out", required=True, help="CSV output")
     parser.add_argument("--markdown", help="markdown twin of the CSV")
 
@@ -34,13 +36,14 @@ def run(args: argparse.Namespace) -> int:
     check_outputs({"--out": args.out, "--markdown": args.markdown})
     from transformer_core.evaluation_sets import TREEBANK_SETS, paper_label
     from transformer_core.paper import TABLE4_NOTES
-    from transformer_core.tables import table4, write_table
+    from transformer_core.table4 import search_note, table4
+    from transformer_core.table_markdown import write_table
 
     results = [
         dict(zip(("setting", "seed", "evalb", "summary"), r, strict=True)) for r in args.result
     ]
     table = table4(results, args.treebank)
-    notes, labels = TABLE4_NOTES, {}
+    notes, labels = (TABLE4_NOTES[0], search_note(decode_options(args)), *TABLE4_NOTES[1:]), {}
     if args.treebank != "wsj":
         notes += (
             f"Our rows are trained and tested on {TREEBANK_SETS.get(args.treebank, args.treebank)}, "

@@ -14,7 +14,7 @@ from dataclasses import fields
 
 from transformer_core.commands import check_outputs, seed
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_open, read_lines
+from transformer_core.files import atomic_open, read_lines
 
 HELP = (
     "Treebank files for parsing (wsj, smoke, nltk; merge for semi-supervised training) "

@@ -35,7 +35,7 @@ from transformer_core.data import bpe
 from transformer_core.data.progress import Progress
 from transformer_core.data.shards import count_lines
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_open, atomic_write_text, read_versioned_json
+from transformer_core.files import atomic_open, atomic_write_text, read_versioned_json
 
 FORMAT = "transformer_core.binarized"
 VERSION = 1

@@ -43,7 +43,7 @@ from transformer_core.data.fetch import open_text
 from transformer_core.data.progress import Progress
 from transformer_core.data.shards import Shard, count_lines
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_open_all
+from transformer_core.files import atomic_open_all
 
 FILTERS = ("empty", "too_long", "ratio")
 CHUNK_LINES = 10_000

@@ -34,7 +34,7 @@ import numpy as np
 
 from transformer_core.data.registry import Dataset
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_write_text, read_versioned_json
+from transformer_core.files import atomic_write_text, read_versioned_json
 
 FORMAT = "transformer_core.shards"
 VERSION = 1

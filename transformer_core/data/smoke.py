@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from transformer_core.io import atomic_open, atomic_write_text
+from transformer_core.files import atomic_open, atomic_write_text
 
 LANGUAGES = ("de", "fr")
 DIFFICULTY = ("lexicon_percent", "two_clause_percent")  # optional ``generate`` parameters

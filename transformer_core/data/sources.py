@@ -24,7 +24,7 @@ from typing import Any
 from transformer_core.data.fetch import Fetcher, Unavailable, file_digests, open_text
 from transformer_core.data.registry import Alternative, Dataset, Part, Registry, Source
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_open, atomic_write_text
+from transformer_core.files import atomic_open, atomic_write_text
 
 # Characters str.splitlines() and universal-newline readers split on, besides "\n".
 _LINE_BREAKS = str.maketrans(dict.fromkeys("\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029", " "))

@@ -26,7 +26,7 @@ from itertools import zip_longest
 from pathlib import Path
 
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_open
+from transformer_core.files import atomic_open
 from transformer_core.parsing.trees import (
     POS_PLACEHOLDER,
     Tree,

@@ -9,7 +9,7 @@ from typing import NamedTuple
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from transformer_core.config import EXPERIMENTS
+from transformer_core.config import EXPERIMENTS, decode_flags
 from transformer_core.data.registry import load_registry
 from transformer_core.errors import ConfigError
 from transformer_core.pipeline_config import (
@@ -184,11 +184,20 @@ def decode_setting(name):
     return setting
 
 
-def tree_constraint(wildcards):
-    """`--tree-constraint LINEARIZATION` for parsing runs with table4.decode.tree_constraint."""
-    if is_parsing(wildcards.pair) and TABLE4["decode"]["tree_constraint"]:
-        return ["--tree-constraint", TABLE4["linearization"]]
-    return []
+def decode_args(wildcards):
+    """The search flags of translate and bleu_curve (search_flags)."""
+    return search_flags(wildcards.pair)
+
+
+def search_flags(pair):
+    """The search flags of `pair`'s decoding from the `decode` settings (Table 4's for parsing
+    runs), one per DecodeOptions field (transformer_core.config.decode_flags);
+    table4.decode.tree_constraint constrains to the trees of table4.linearization."""
+    if not is_parsing(pair):
+        return decode_flags(config["decode"])
+    settings = TABLE4["decode"]
+    linearization = TABLE4["linearization"] if settings["tree_constraint"] else None
+    return decode_flags({**settings, "tree_constraint": linearization})
 
 
 def model_settings(exp):
@@ -522,7 +531,14 @@ def table4_options():
         for seed in SEEDS
         for run in [run_name(PARSING_EXPERIMENT, seed)]
     ]
-    return results + [Option("--treebank", (TABLE4["treebank"],), {})]
+    search = search_flags(
+        PARSING_PAIRS["wsj_only"]
+    )  # how the rows decoded, for the note
+    return [
+        *results,
+        Option("--treebank", (TABLE4["treebank"],), {}),
+        *(Option(flag, (value,), {}) for flag, value in zip(search[::2], search[1::2])),
+    ]
 
 
 def tables():

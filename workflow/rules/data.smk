@@ -3,8 +3,9 @@
 # The training corpus of a language pair runs in shards (pairs.<pair>.shards, common.smk
 # "Data shards"): shard_index cuts it into N line ranges, prepare_shard and binarize_shard
 # run once per shard, in parallel, and prepare_report and merge_shards put the shards'
-# filter counts and binarized arrays back together, in order, into the files a single
-# process used to write (data/<pair>/prepared/train.report.json, data/<pair>/bin/train.*).
+# filter counts and binarized arrays back together, in order, into the files one process
+# over the whole corpus would write (data/<pair>/prepared/train.report.json,
+# data/<pair>/bin/train.*).
 # dev and test are small and stay whole. The result does not depend on N.
 
 

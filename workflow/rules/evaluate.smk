@@ -20,20 +20,15 @@ rule translate:
         mem_mb=4000,
         runtime=30,
     params:
-        beam=decode_setting("beam"),
-        alpha=decode_setting("alpha"),
-        max_len_a=decode_setting("max_len_a"),
-        max_len_b=decode_setting("max_len_b"),
+        decode=decode_args,
         max_tokens=decode_setting("max_tokens"),
         precision=decode_setting("precision"),
         compile=decode_setting("compile"),
-        tree_constraint=tree_constraint,
     shell:
         "transformer-core translate --checkpoint {input.checkpoint:q} --spm {input.spm:q}"
-        " --input {input.source:q} --output {output:q} --beam {params.beam:q} --alpha {params.alpha:q}"
-        " --max-len-a {params.max_len_a:q} --max-len-b {params.max_len_b:q}"
+        " --input {input.source:q} --output {output:q} {params.decode:q}"
         " --max-tokens {params.max_tokens:q} --precision {params.precision:q}"
-        " --compile {params.compile:q} {params.tree_constraint:q}"
+        " --compile {params.compile:q}"
         " --num-threads {threads:q} > {log:q} 2>&1"
 
 
@@ -72,18 +67,14 @@ rule bleu_curve:
         run_dir=run_dir_of,
         checkpoints=config["curves"]["checkpoints"],
         lang=target_lang,
-        beam=decode_setting("beam"),
-        alpha=decode_setting("alpha"),
-        max_len_a=decode_setting("max_len_a"),
-        max_len_b=decode_setting("max_len_b"),
+        decode=decode_args,
         max_tokens=decode_setting("max_tokens"),
         precision=decode_setting("precision"),
         compile=decode_setting("compile"),
     shell:
         "transformer-core bleu_curve --run-dir {params.run_dir:q} --spm {input.spm:q}"
         " --input {input.source:q} --ref {input.ref:q} --lang {params.lang:q}"
-        " --checkpoints {params.checkpoints:q} --beam {params.beam:q} --alpha {params.alpha:q}"
-        " --max-len-a {params.max_len_a:q} --max-len-b {params.max_len_b:q}"
+        " --checkpoints {params.checkpoints:q} {params.decode:q}"
         " --max-tokens {params.max_tokens:q} --precision {params.precision:q}"
         " --compile {params.compile:q}"
         " --num-threads {threads:q} --out {output:q} > {log:q} 2>&1"

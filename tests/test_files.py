@@ -8,7 +8,7 @@ import re
 import pytest
 
 from transformer_core.errors import UserError
-from transformer_core.io import atomic_open, atomic_write_text, read_lines
+from transformer_core.files import atomic_open, atomic_write_text, read_lines
 
 
 def test_atomic_write_replaces_file(tmp_path):
