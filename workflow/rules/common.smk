@@ -9,7 +9,7 @@ from typing import NamedTuple
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from transformer_core.config import EXPERIMENTS, decode_flags
+from transformer_core.config import EXPERIMENTS
 from transformer_core.data.registry import load_registry
 from transformer_core.errors import ConfigError
 from transformer_core.pipeline_config import (
@@ -25,7 +25,7 @@ from transformer_core.pipeline_config import (
     run_options,
     table4_unavailable,
 )
-from transformer_core.scaling import scaled_model_overrides, scaled_steps
+from transformer_core.workflow_plan import RunPlan
 
 check_size(config)  # before anything walks it: a YAML alias bomb stops here
 DEFAULTED = defaulted_keys(config)  # before validate() fills them in
@@ -51,6 +51,10 @@ PARSING_RUNS = parsing_runs(
     config
 )  # Table 4 setting -> data folder, e.g. wsj_only -> parse_treebank
 ENV = "../envs/transformer-core.yaml"
+# Run names and seeds, each run's train options, each pair's search (workflow_plan.py).
+PLAN = RunPlan(config)
+SEEDS = PLAN.seeds
+run_name, split_run, is_parsing = PLAN.run_name, PLAN.split_run, PLAN.is_parsing
 
 
 wildcard_constraints:
@@ -110,11 +114,6 @@ def mirror_arg(wildcards):
     return ["--mirror", config["mirror"]] if config.get("mirror") else []
 
 
-def is_parsing(pair):
-    """Table 4's data folders (parse_treebank, parse_semi) take the place of language pairs."""
-    return pair in PARSING_PAIRS.values()
-
-
 def treebank_file(pair, split, ext):
     """A parsing run's text: the semi-supervised run trains on the treebank plus its corpus,
     and every run is checked on the treebank's own dev and test sections."""
@@ -165,107 +164,23 @@ def spm_sample_size(wildcards):
     return settings.get("spm_sample_size", 10000000)
 
 
-def on_off(value):
-    """A YAML on/off setting: ``compile: on`` unquoted reads as a boolean (numbers stay numbers:
-    1 == True in Python)."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return value
-
-
 def decode_setting(name):
     """A params function: decoding setting ``name``, Table 4's for parsing runs."""
 
     def setting(wildcards):
-        return on_off(
-            (TABLE4 if is_parsing(wildcards.pair) else config)["decode"][name]
-        )
+        return PLAN.decode_setting(wildcards.pair, name)
 
     return setting
 
 
 def decode_args(wildcards):
-    """The search flags of translate and bleu_curve (search_flags)."""
-    return search_flags(wildcards.pair)
-
-
-def search_flags(pair):
-    """The search flags of `pair`'s decoding from the `decode` settings (Table 4's for parsing
-    runs), one per DecodeOptions field (transformer_core.config.decode_flags);
-    table4.decode.tree_constraint constrains to the trees of table4.linearization."""
-    if not is_parsing(pair):
-        return decode_flags(config["decode"])
-    settings = TABLE4["decode"]
-    linearization = TABLE4["linearization"] if settings["tree_constraint"] else None
-    return decode_flags({**settings, "tree_constraint": linearization})
-
-
-def model_settings(exp):
-    """models.big for big, models.base for every other experiment."""
-    return config["models"]["big" if exp == "big" else "base"]
-
-
-def checkpointing(pair, exp):
-    """checkpoint_interval and average_last: models.*'s, or table4.train's for parsing runs."""
-    settings = model_settings(exp)
-    if not is_parsing(pair):
-        return settings
-    own = TABLE4.get("train") or {}
-    return {
-        key: own.get(key, settings[key])
-        for key in ("checkpoint_interval", "average_last")
-    }
-
-
-def training_recipe(pair):
-    """The `train` section; table4.train's settings replace its values for parsing runs."""
-    return {
-        **config["train"],
-        **((TABLE4.get("train") or {}) if is_parsing(pair) else {}),
-    }
-
-
-def parsing_regularization(pair):
-    """table4.train's dropout and label_smoothing: model settings of the parsing runs only."""
-    own = (TABLE4.get("train") or {}) if is_parsing(pair) else {}
-    return {key: own[key] for key in ("dropout", "label_smoothing") if key in own}
-
-
-def steps_of(pair, exp):
-    """Configured steps (models.*.steps, table4.steps for parsing), else the paper's scaled."""
-    settings = TABLE4 if is_parsing(pair) else model_settings(exp)
-    return settings.get("steps") or scaled_steps(
-        exp, config["scale_rule"]["step_divisor"]
-    )
+    """The search flags of translate and bleu_curve (RunPlan.search_flags)."""
+    return PLAN.search_flags(wildcards.pair)
 
 
 def train_args(wildcards):
-    """The scaled experiment as `transformer-core train` options, with the run's seed."""
-    exp, seed = split_run(wildcards.exp)
-    scale = config["scale_rule"]
-    overrides = {
-        **scaled_model_overrides(
-            exp, scale["width_divisor"], scale.get("layer_divisor", 1)
-        ),
-        **config.get("model", {}),
-        **parsing_regularization(wildcards.pair),
-    }
-    settings = checkpointing(wildcards.pair, exp)
-    train = training_recipe(wildcards.pair)
-    sets = [
-        arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")
-    ]
-    return [
-        "--experiment", exp, *sets,
-        "--steps", steps_of(wildcards.pair, exp),
-        "--tokens-per-step", train["tokens_per_step"], "--max-tokens", train["max_tokens"],
-        "--warmup", train["warmup"], "--lr-scale", train.get("lr_scale", 1.0),
-        "--seed", seed, "--log-interval", train.get("log_interval", 100),
-        "--precision", train.get("precision", "auto"),
-        "--compile", on_off(train.get("compile", "auto")),
-        "--checkpoint-interval", settings["checkpoint_interval"],
-        "--keep-last", settings["average_last"],
-    ]  # fmt: skip
+    """The run's `transformer-core train` options (RunPlan.train_args)."""
+    return PLAN.train_args(wildcards.pair, wildcards.exp)
 
 
 def launcher(wildcards, resources):
@@ -304,7 +219,9 @@ def threads_per_rank(wildcards, threads, resources):
 
 
 def average_last(wildcards):
-    return checkpointing(wildcards.pair, split_run(wildcards.exp)[0])["average_last"]
+    return PLAN.checkpointing(wildcards.pair, split_run(wildcards.exp)[0])[
+        "average_last"
+    ]
 
 
 def checkpoint_of(wildcards):
@@ -531,9 +448,9 @@ def table4_options():
         for seed in SEEDS
         for run in [run_name(PARSING_EXPERIMENT, seed)]
     ]
-    search = search_flags(
+    search = PLAN.search_flags(
         PARSING_PAIRS["wsj_only"]
-    )  # how the rows decoded, for the note
+    )  # how the rows decoded: the note
     return [
         *results,
         Option("--treebank", (TABLE4["treebank"],), {}),
@@ -604,33 +521,10 @@ def all_targets():
     return [f"results/{name}.csv" for name in tables()] + ["results/report.md"]
 
 
-# --- Seeds, bootstrap intervals, attention figures, the report --------------------------
-# `seeds` (default [1]) trains every run once per seed. The runs of train.seed keep the
-# plain names (runs/<pair>/<exp>, results/.../<exp>.*), so the default DAG is unchanged;
-# every other seed N adds runs named <exp>-seedN beside them. Tables aggregate the seeds.
+# --- Bootstrap intervals, attention figures, the report ---------------------------------
 from transformer_core.paper import ATTENTION_FIGURES
 
-SEED_SUFFIX = "-seed"
-if config["train"]["seed"] not in config["seeds"]:
-    raise ConfigError(
-        f"seeds: {config['seeds']} lacks train.seed ({config['train']['seed']}), the seed of "
-        "the runs at runs/<pair>/<exp>: add it to seeds or change train.seed"
-    )
-SEEDS = [config["train"]["seed"]] + [
-    seed for seed in dict.fromkeys(config["seeds"]) if seed != config["train"]["seed"]
-]
 DELTAS_PLOT = "results/plots/table3_deltas.png"
-
-
-def run_name(exp, seed):
-    """The run of experiment ``exp`` with ``seed``: ``exp`` for train.seed, else exp-seedN."""
-    return exp if seed == SEEDS[0] else f"{exp}{SEED_SUFFIX}{seed}"
-
-
-def split_run(name):
-    """(experiment, seed) of a run name (the ``exp`` wildcard)."""
-    exp, _, seed = name.partition(SEED_SUFFIX)
-    return exp, int(seed) if seed else SEEDS[0]
 
 
 def bootstrap_args(wildcards):

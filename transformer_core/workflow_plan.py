@@ -1,0 +1,140 @@
+"""What the workflow runs for a configuration: run names and seeds, each run's ``train``
+options, each language pair's search, as plain Python the tests call (``tests/test_workflow_plan.py``).
+
+``workflow/rules/common.smk`` builds one ``RunPlan`` from the validated configuration and
+its params functions call it with the wildcards' values. The parsing runs (the data folders
+of ``pipeline_config.PARSING_PAIRS``) take Table 4's settings where the configuration gives
+them: ``table4.steps``, ``table4.train`` (recipe, checkpoints, dropout and label smoothing)
+and ``table4.decode``.
+
+Seeds: ``seeds`` trains every run once per seed. The runs of ``train.seed`` keep the plain
+names (``runs/<pair>/<exp>``), so the default DAG is unchanged; every other seed N adds runs
+named ``<exp>-seedN`` beside them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformer_core.config import decode_flags
+from transformer_core.errors import ConfigError
+from transformer_core.pipeline_config import PARSING_PAIRS
+from transformer_core.scaling import scaled_model_overrides, scaled_steps
+
+SEED_SUFFIX = "-seed"
+PARSING_MODEL_KEYS = ("dropout", "label_smoothing")  # table4.train's model settings
+
+
+def on_off(value: Any) -> Any:
+    """A YAML on/off setting as a word: ``compile: on`` unquoted reads as a boolean (numbers
+    stay numbers: 1 == True in Python)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return value
+
+
+class RunPlan:
+    """The runs and commands of one validated configuration (a dict, the schema's defaults in)."""
+
+    def __init__(self, config: dict[str, Any]):
+        self.config = config
+        self.table4 = config.get("table4") or {}
+        seed = config["train"]["seed"]
+        if seed not in config["seeds"]:
+            raise ConfigError(
+                f"seeds: {config['seeds']} lacks train.seed ({seed}), the seed of the runs at "
+                "runs/<pair>/<exp>: add it to seeds or change train.seed"
+            )
+        self.seeds = [seed] + [s for s in dict.fromkeys(config["seeds"]) if s != seed]
+
+    # --- runs and seeds ----------------------------------------------------------------------
+
+    def run_name(self, exp: str, seed: int) -> str:
+        """The run of experiment ``exp`` with ``seed``: ``exp`` for train.seed, else exp-seedN."""
+        return exp if seed == self.seeds[0] else f"{exp}{SEED_SUFFIX}{seed}"
+
+    def split_run(self, name: str) -> tuple[str, int]:
+        """(experiment, seed) of a run name (the ``exp`` wildcard)."""
+        exp, _, seed = name.partition(SEED_SUFFIX)
+        return exp, int(seed) if seed else self.seeds[0]
+
+    @staticmethod
+    def is_parsing(pair: str) -> bool:
+        return pair in PARSING_PAIRS.values()
+
+    # --- training ----------------------------------------------------------------------------
+
+    def model_settings(self, exp: str) -> dict[str, Any]:
+        """models.big for big, models.base for every other experiment."""
+        return self.config["models"]["big" if exp == "big" else "base"]
+
+    def _table4_train(self, pair: str) -> dict[str, Any]:
+        return (self.table4.get("train") or {}) if self.is_parsing(pair) else {}
+
+    def checkpointing(self, pair: str, exp: str) -> dict[str, Any]:
+        """checkpoint_interval and average_last: models.*'s, or table4.train's for parsing runs."""
+        settings, own = self.model_settings(exp), self._table4_train(pair)
+        return {key: own.get(key, settings[key]) for key in ("checkpoint_interval", "average_last")}
+
+    def training_recipe(self, pair: str) -> dict[str, Any]:
+        """The `train` section; table4.train's settings replace its values for parsing runs."""
+        return {**self.config["train"], **self._table4_train(pair)}
+
+    def model_overrides(self, pair: str, exp: str) -> dict[str, Any]:
+        """The experiment's ModelConfig overrides: scaled, then `model`, then table4.train's
+        dropout and label_smoothing for parsing runs."""
+        scale = self.config["scale_rule"]
+        own = self._table4_train(pair)
+        return {
+            **scaled_model_overrides(exp, scale["width_divisor"], scale.get("layer_divisor", 1)),
+            **self.config.get("model", {}),
+            **{key: own[key] for key in PARSING_MODEL_KEYS if key in own},
+        }
+
+    def steps(self, pair: str, exp: str) -> int:
+        """Configured steps (models.*.steps, table4.steps for parsing), else the paper's scaled."""
+        settings = self.table4 if self.is_parsing(pair) else self.model_settings(exp)
+        return settings.get("steps") or scaled_steps(
+            exp, self.config["scale_rule"]["step_divisor"]
+        )
+
+    def train_args(self, pair: str, run: str) -> list[Any]:
+        """The run's `transformer-core train` options: the scaled experiment, its recipe, seed."""
+        exp, seed = self.split_run(run)
+        settings, train = self.checkpointing(pair, exp), self.training_recipe(pair)
+        sets = [
+            arg
+            for key, value in self.model_overrides(pair, exp).items()
+            for arg in ("--set", f"{key}={value}")
+        ]
+        return [
+            "--experiment", exp, *sets,
+            "--steps", self.steps(pair, exp),
+            "--tokens-per-step", train["tokens_per_step"], "--max-tokens", train["max_tokens"],
+            "--warmup", train["warmup"], "--lr-scale", train.get("lr_scale", 1.0),
+            "--seed", seed, "--log-interval", train.get("log_interval", 100),
+            "--precision", train.get("precision", "auto"),
+            "--compile", on_off(train.get("compile", "auto")),
+            "--checkpoint-interval", settings["checkpoint_interval"],
+            "--keep-last", settings["average_last"],
+        ]  # fmt: skip
+
+    # --- decoding ----------------------------------------------------------------------------
+
+    def decode_settings(self, pair: str) -> dict[str, Any]:
+        """The `decode` section, or table4.decode for parsing runs."""
+        return (self.table4 if self.is_parsing(pair) else self.config)["decode"]
+
+    def decode_setting(self, pair: str, name: str) -> Any:
+        """One decoding setting (max_tokens, precision, compile) as a command-line value."""
+        return on_off(self.decode_settings(pair)[name])
+
+    def search_flags(self, pair: str) -> list[str]:
+        """The search flags of the pair's decoding, one per DecodeOptions field
+        (``config.decode_flags``); table4.decode.tree_constraint constrains the parsing runs'
+        search to the trees of table4.linearization."""
+        settings = self.decode_settings(pair)
+        if not self.is_parsing(pair):
+            return decode_flags(settings)
+        linearization = self.table4["linearization"] if settings["tree_constraint"] else None
+        return decode_flags({**settings, "tree_constraint": linearization})
