@@ -94,9 +94,7 @@ class RunPlan:
     def steps(self, pair: str, exp: str) -> int:
         """Configured steps (models.*.steps, table4.steps for parsing), else the paper's scaled."""
         settings = self.table4 if self.is_parsing(pair) else self.model_settings(exp)
-        return settings.get("steps") or scaled_steps(
-            exp, self.config["scale_rule"]["step_divisor"]
-        )
+        return settings.get("steps") or scaled_steps(exp, self.config["scale_rule"]["step_divisor"])
 
     def train_args(self, pair: str, run: str) -> list[Any]:
         """The run's `transformer-core train` options: the scaled experiment, its recipe, seed."""

@@ -82,7 +82,7 @@ def add_inference_arguments(
 
 
 def add_decode_arguments(
-    parser: argparse.ArgumentParser, defaults: DecodeOptions | None = None
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, defaults: DecodeOptions | None = None
 ) -> None:
     """The search flags of the commands that decode: one per flagged ``DecodeOptions`` field,
     with its help and its value in ``defaults`` (default: the paper's translation search)."""

@@ -27,7 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="what our rows were trained and tested on (wsj, nltk, smoke), for the table",
     )
-    add_decode_arguments(parser, PARSING_SEARCH)  # how the rows decoded, for the table's note
+    add_decode_arguments(
+        parser.add_argument_group("the search our rows decoded with, for the table's note"),
+        PARSING_SEARCH,
+    )
     parser.add_argument("--out", required=True, help="CSV output")
     parser.add_argument("--markdown", help="markdown twin of the CSV")
 
