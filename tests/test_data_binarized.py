@@ -11,7 +11,7 @@ import sentencepiece as spm
 
 from transformer_core.data import bpe, smoke
 from transformer_core.data.binarized import BinarizedWriter, binarize, split_files
-from transformer_core.data.dataset import ParallelDataset
+from transformer_core.data.dataset import ParallelDataset, training_sets
 from transformer_core.errors import UserError
 
 
@@ -152,3 +152,24 @@ def test_binarize_line_count_mismatch(tmp_path):
     with pytest.raises(UserError, match=rf"{src} has 300 lines but {tgt} has 299"):
         binarize(tmp_path / "bpe.model", src, tgt, tmp_path / "out")
     assert not list(tmp_path.glob("out*"))
+
+
+def test_training_and_dev_sets_must_share_vocabulary_and_sentencepiece_model(tmp_path):
+    pairs = random_pairs(4, 40)  # ids below both vocabularies
+    write(tmp_path / "train", pairs, 50, spm_sha256="a" * 64, spm_model="one.model")
+    write(tmp_path / "dev", pairs, 50, spm_sha256="a" * 64, spm_model="one.model")
+    train_set, dev_set = training_sets(tmp_path / "train", tmp_path / "dev")
+    assert len(train_set) == len(dev_set) == 4
+    assert training_sets(tmp_path / "train")[1] is None
+    write(tmp_path / "small", pairs, 40)
+    with pytest.raises(
+        UserError, match=r"small has vocabulary 40, the training set .*train has 50"
+    ):
+        training_sets(tmp_path / "train", tmp_path / "small")
+    write(tmp_path / "other", pairs, 50, spm_sha256="b" * 64, spm_model="two.model")
+    with pytest.raises(
+        UserError, match=r"encoded with sentencepiece model two.model, .* one.model"
+    ):
+        training_sets(tmp_path / "train", tmp_path / "other")
+    write(tmp_path / "unrecorded", pairs, 50)  # an older header without a sha256 passes
+    assert training_sets(tmp_path / "train", tmp_path / "unrecorded")[1] is not None

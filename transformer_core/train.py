@@ -23,7 +23,7 @@ import torch
 
 from transformer_core import distributed, run_dir
 from transformer_core.config import ModelConfig, TrainConfig, model_config
-from transformer_core.data.dataset import ParallelDataset
+from transformer_core.data.dataset import ParallelDataset, training_sets
 from transformer_core.device import (
     cpu_threads,
     precision_name,
@@ -120,21 +120,8 @@ def _train(
     overrides = dict(model_overrides or {})
     if "vocab_size" in overrides:
         raise UserError("model.vocab_size comes from the dataset; do not --set it")
-    train_set = ParallelDataset(train_prefix)
-    dev_set = ParallelDataset(dev_prefix) if dev_prefix is not None else None
-    if dev_set is not None and dev_set.vocab_size != train_set.vocab_size:
-        raise UserError(
-            f"dev set {dev_prefix} has vocabulary {dev_set.vocab_size}, "
-            f"the training set {train_prefix} has {train_set.vocab_size}"
-        )
+    train_set, dev_set = training_sets(train_prefix, dev_prefix)
     spm_sha256 = train_set.header.get("spm_sha256")
-    dev_sha256 = dev_set.header.get("spm_sha256") if dev_set is not None else None
-    if spm_sha256 and dev_sha256 and dev_sha256 != spm_sha256:
-        raise UserError(
-            f"dev set {dev_prefix} was encoded with sentencepiece model "
-            f"{dev_set.header.get('spm_model')}, the training set {train_prefix} with "
-            f"{train_set.header.get('spm_model')} (their sha256 differ)"
-        )
     model_cfg = model_config(experiment, vocab_size=train_set.vocab_size, **overrides)
     _check_fits(model_cfg, {"training": train_set, **({"dev": dev_set} if dev_set else {})})
     start = run_dir.plan_start(previous, model_cfg, cfg, spm_sha256, restart_if_changed)

@@ -123,3 +123,28 @@ class ParallelDataset:
     def tgt(self, i: int) -> np.ndarray:
         """Target token ids of pair ``i`` (content only)."""
         return self._get("tgt", i)
+
+
+def training_sets(
+    train_prefix: str | os.PathLike, dev_prefix: str | os.PathLike | None = None
+) -> tuple[ParallelDataset, ParallelDataset | None]:
+    """A run's training split and its dev split (if any), checked to belong together: the same
+    vocabulary size and, where both headers record one, the same sentencepiece model
+    (``spm_sha256``). A dev set of other data would give a dev loss that means nothing."""
+    train_set = ParallelDataset(train_prefix)
+    if dev_prefix is None:
+        return train_set, None
+    dev_set = ParallelDataset(dev_prefix)
+    if dev_set.vocab_size != train_set.vocab_size:
+        raise UserError(
+            f"dev set {dev_prefix} has vocabulary {dev_set.vocab_size}, "
+            f"the training set {train_prefix} has {train_set.vocab_size}"
+        )
+    train_sha, dev_sha = train_set.header.get("spm_sha256"), dev_set.header.get("spm_sha256")
+    if train_sha and dev_sha and dev_sha != train_sha:
+        raise UserError(
+            f"dev set {dev_prefix} was encoded with sentencepiece model "
+            f"{dev_set.header.get('spm_model')}, the training set {train_prefix} with "
+            f"{train_set.header.get('spm_model')} (their sha256 differ)"
+        )
+    return train_set, dev_set
