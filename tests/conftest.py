@@ -10,6 +10,7 @@ a checkpoint's config) passes its differences from ``TINY_SHAPE`` as overrides, 
 still reads where it is used.
 """
 
+import io
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import sentencepiece as spm
 import torch
 import yaml
 
@@ -63,6 +65,26 @@ def tiny_model(cfg: ModelConfig, *, seed: int = 0, sharp: bool = False) -> Trans
         with torch.no_grad():
             model.embedding.weight.mul_(4.0)
     return model
+
+
+def train_spm(path, lines, vocab_size, **options):
+    """A BPE sentencepiece model of ``lines`` with the project's special ids, written to
+    ``path`` (``options``: more trainer settings, e.g. ``split_by_unicode_script``)."""
+    writer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=writer,
+        vocab_size=vocab_size,
+        model_type="bpe",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        minloglevel=2,
+        **options,
+    )
+    path.write_bytes(writer.getvalue())
+    return path
 
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,7 +4,6 @@ with no output written (or an existing one left unchanged)."""
 
 import copy
 import hashlib
-import io
 import json
 import math
 import os
@@ -16,10 +15,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import sentencepiece as spm
 import torch
 import yaml
-from conftest import snakemake_on
+from conftest import snakemake_on, train_spm
 from test_train import TINY
 
 from transformer_core.average import average_files
@@ -179,23 +177,6 @@ OTHER = (
 def sentences(words, n, seed):
     rng = random.Random(seed)
     return [" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) for _ in range(n)]
-
-
-def train_spm(path, lines, vocab_size):
-    writer = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines),
-        model_writer=writer,
-        vocab_size=vocab_size,
-        model_type="bpe",
-        pad_id=0,
-        unk_id=1,
-        bos_id=2,
-        eos_id=3,
-        minloglevel=2,
-    )
-    path.write_bytes(writer.getvalue())
-    return path
 
 
 def cli(capsys, *args):

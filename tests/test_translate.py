@@ -1,6 +1,5 @@
 """translate: line order and empty lines kept, token batching, clear errors, the CLI end to end."""
 
-import io
 import random
 import subprocess
 import sys
@@ -8,7 +7,7 @@ import sys
 import pytest
 import sentencepiece as spm
 import torch
-from conftest import tiny_config, tiny_model
+from conftest import tiny_config, tiny_model, train_spm
 
 from transformer_core.checkpoint import save_checkpoint
 from transformer_core.cli import build_parser, main
@@ -32,20 +31,7 @@ def generated_sentences(n, seed=0):
 @pytest.fixture(scope="module")
 def spm_model(tmp_path_factory):
     path = tmp_path_factory.mktemp("spm") / "tiny.model"
-    writer = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(generated_sentences(400)),
-        model_writer=writer,
-        vocab_size=60,
-        model_type="bpe",
-        pad_id=0,
-        unk_id=1,
-        bos_id=2,
-        eos_id=3,
-        minloglevel=2,
-    )
-    path.write_bytes(writer.getvalue())
-    return path
+    return train_spm(path, generated_sentences(400), 60)
 
 
 def make_checkpoint(path, vocab_size, **overrides):

@@ -1,12 +1,10 @@
 """The tree constraint of beam search: which pieces it allows, and well-formed outputs from a
 random model, for both linearizations and for pieces split at the unicode script."""
 
-import io
-
 import pytest
 import sentencepiece as spm
 import torch
-from conftest import tiny_config, tiny_model
+from conftest import tiny_config, tiny_model, train_spm
 
 from transformer_core.errors import UserError
 from transformer_core.parsing.constraint import (
@@ -160,20 +158,10 @@ def test_a_random_model_decodes_only_well_formed_trees(tmp_path, linearization, 
     trees = generate_treebank({"train": 300})["train"]
     words = [" ".join(tree.words()) for tree in trees]
     targets = [" ".join(linearize(tree, linearization)) for tree in trees]
-    writer = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(words + targets),
-        model_writer=writer,
-        vocab_size=120,
-        model_type="bpe",
-        pad_id=0,
-        unk_id=1,
-        bos_id=2,
-        eos_id=3,
-        split_by_unicode_script=split_by_script,
-        minloglevel=2,
+    path = train_spm(
+        tmp_path / "trees.model", words + targets, 120, split_by_unicode_script=split_by_script
     )
-    sp = spm.SentencePieceProcessor(model_proto=writer.getvalue())
+    sp = spm.SentencePieceProcessor(model_file=str(path))
     constraint = TreeConstraint.from_sentencepiece(sp, linearization)
     model = tiny_model(tiny_config(vocab_size=sp.get_piece_size()), sharp=True)
     sentences = words[:12]
