@@ -22,6 +22,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/export.smk"
 include: "workflow/rules/parsing.smk"
 include: "workflow/rules/tables.smk"
 

@@ -30,6 +30,7 @@ COMMANDS = (
     "train",
     "average",
     "translate",
+    "export",
     "score",
     "bleu_curve",
     "ppl",

@@ -18,6 +18,11 @@ from transformer_core.errors import ConfigError, UserError
 
 DEVICES = ("auto", "cpu", "cuda")  # device.resolve_device says what each means
 PRECISIONS = ("auto", "fp32", "bf16")  # device.autocast_dtype says what each means
+QUANTIZE_MODES = ("off", "int8")  # translate --quantize: quantize.int8_model
+# transformer-core export: the engines, and the CPU weight types of CTranslate2's converter
+# (int8 and int16 quantize the matrices, activations are quantized at run time).
+EXPORT_FORMATS = ("ctranslate2",)
+EXPORT_QUANTIZATIONS = ("float32", "int8", "int16")
 COMPILE_MODES = ("auto", "on", "off")  # device.use_compile says what each means
 INFERENCE_MAX_TOKENS = 4096  # tokens per batch of decoding and of `ppl`: speed and memory only
 

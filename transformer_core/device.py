@@ -151,10 +151,11 @@ def setup_device(
 
 
 def inference_model(
-    model: nn.Module, autocast: torch.dtype | None, compile: bool = False
+    model: nn.Module, autocast: torch.dtype | None, compile: bool = False, int8: bool = False
 ) -> nn.Module:
     """The model to decode with under ``autocast``: for bf16, a copy whose matrices are bf16;
-    with ``compile``, a copy whose encoder and decoder steps are compiled.
+    with ``int8``, a copy whose matrix products are dynamic int8 (``quantize.int8_model``, CPUs,
+    no autocast); with ``compile``, a copy whose encoder and decoder steps are compiled.
 
     Autocast casts every fp32 weight to bf16 again at every call it makes; in beam
     search, one call per layer per output token, that copying took 39% of the decoding
@@ -168,9 +169,14 @@ def inference_model(
     layer's ``attend_and_transform``, everything of a step but the cache updates. The
     caller's model is left as it is (fp32, for training or another decode).
     """
-    if autocast is None and not compile:
+    if autocast is None and not compile and not int8:
         return model
-    copied = copy.deepcopy(model)
+    if int8:
+        from transformer_core.quantize import int8_model
+
+        copied = int8_model(model)
+    else:
+        copied = copy.deepcopy(model)
     if autocast is not None:
         for module in copied.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):

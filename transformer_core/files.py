@@ -73,7 +73,7 @@ def _temporary_beside(target: Path, mode: str, **kwargs: Any) -> Iterator[tuple[
     _remove_orphans(target)
     fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(target), suffix=".tmp", dir=target.parent)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; outputs get the usual mode
+        os.chmod(tmp, 0o666 & ~umask())  # mkstemp makes 0600 files; outputs get the usual mode
         with os.fdopen(fd, mode, **kwargs) as handle:
             yield handle, tmp
     finally:
@@ -203,7 +203,8 @@ def read_lines(
     return lines
 
 
-def _umask() -> int:
+def umask() -> int:
+    """The process's file-mode creation mask (read by setting it, then setting it back)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask

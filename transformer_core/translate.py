@@ -87,16 +87,18 @@ def translate_ids(
     on_batch: Callable[[int, int], None] | None = None,
     compile: bool = False,
     constraint: TreeConstraint | None = None,
+    int8: bool = False,
 ) -> list[list[int]]:
     """Best output ids (no BOS/EOS) for each source id list (pieces only, EOS is appended here).
 
     An empty source gives an empty output without decoding. ``on_batch(sentences,
     target_tokens)`` is called after each batch (progress reporting). Under bf16
     ``autocast`` the search runs a bf16 copy of the model (``device.inference_model``);
-    its scores stay fp32; ``compile`` compiles that copy's steps. ``constraint`` goes to
-    the search (``search.beam_search_nbest``).
+    its scores stay fp32; ``compile`` compiles that copy's steps; ``int8`` decodes with a
+    dynamic int8 copy (``quantize.int8_model``). ``constraint`` goes to the search
+    (``search.beam_search_nbest``).
     """
-    model = inference_model(model, autocast, compile)
+    model = inference_model(model, autocast, compile, int8)
     cfg = model.cfg
     device = next(model.parameters()).device
     outputs: list[list[int]] = [[] for _ in sources]
@@ -193,6 +195,7 @@ def translate_lines(
     source_name: str = "input",
     progress: Progress | None = None,
     compile: bool = False,
+    int8: bool = False,
 ) -> list[str]:
     """Detokenized best output for each input line, in input order (empty in, empty out).
 
@@ -213,6 +216,7 @@ def translate_lines(
         on_batch=on_batch,
         compile=compile,
         constraint=constraint,
+        int8=int8,
     )
     # A decoded piece can never smuggle a line break in and shift the output.
     return [sp.decode(ids).replace("\n", " ").replace("\r", " ") for ids in outputs]

@@ -9,7 +9,7 @@ from typing import NamedTuple
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from transformer_core.config import EXPERIMENTS
+from transformer_core.config import EXPERIMENTS, EXPORT_QUANTIZATIONS
 from transformer_core.data.registry import load_registry
 from transformer_core.errors import ConfigError
 from transformer_core.pipeline_config import (
@@ -64,6 +64,7 @@ wildcard_constraints:
     split="train|dev|test",
     exp=f"(?:{'|'.join(EXPERIMENTS)})(?:-seed[0-9]+)?",  # a run: experiment [+ seed], see run_name
     ckpt="avg|last",
+    quantization="|".join(EXPORT_QUANTIZATIONS),  # of a CTranslate2 export (export.smk)
 
 
 def run_dir_of(wildcards, input):
@@ -275,6 +276,16 @@ def table2_runs():
         (pair, model)
         for model in config["table2"]["models"]
         for pair in config["table2"]["pairs"]
+    ]
+
+
+def table2_exports():
+    """The float32 CTranslate2 export of every Table 2 model, once per seed (exact:
+    tests/test_export.py)."""
+    return [
+        f"exports/{pair}/{run_name(model, seed)}/ctranslate2-float32"
+        for pair, model in table2_runs()
+        for seed in SEEDS
     ]
 
 

@@ -1,0 +1,23 @@
+# export: an averaged model as a CTranslate2 model folder (the serve extra), and the target
+# that exports every Table 2 model. Not part of `all`: serving is not a table of the paper.
+
+
+rule export:
+    input:
+        checkpoint="runs/{pair}/{exp}/averaged.pt",
+        spm="data/{pair}/spm.model",
+    output:
+        directory("exports/{pair}/{exp}/ctranslate2-{quantization}"),
+    log:
+        "logs/export/{pair}.{exp}.{quantization}.log",
+    conda:
+        ENV
+    shell:
+        "transformer-core export --checkpoint {input.checkpoint:q} --spm {input.spm:q}"
+        " --format ctranslate2 --quantization {wildcards.quantization:q} --out {output:q}"
+        " > {log:q} 2>&1"
+
+
+rule export_table2:
+    input:
+        table2_exports(),
