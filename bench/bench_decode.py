@@ -148,29 +148,32 @@ def run_ours_fn(ours: Transformer, src: torch.Tensor, precision: str):
     return run_ours
 
 
+def marian_beam_search(peer, src: torch.Tensor, length: int) -> torch.Tensor:
+    """Marian's beam-4 outputs of ``src`` (decoder start token first), each ``length`` tokens
+    long: EOS held off until then, as ``min_len`` holds it off in ours."""
+    with torch.inference_mode():
+        return peer.generate(
+            input_ids=src,
+            attention_mask=torch.ones_like(src),
+            num_beams=BEAM,
+            do_sample=False,
+            min_new_tokens=length,
+            max_new_tokens=length,
+            length_penalty=0.6,
+            early_stopping=False,
+        )
+
+
 def bench_cpu_shape(shape: str, repeats: int, precision: str) -> dict:
     tokens = BATCH * OUT_LEN
     src = sources(SHAPES[shape]["vocab_size"])
     ours = our_model(shape)
     run_ours = run_ours_fn(ours, src, precision)
     peer = marian_model(shape)
-    mask = torch.ones_like(src)
 
     def run_peer():
-        with (
-            torch.inference_mode(),
-            torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"),
-        ):
-            out = peer.generate(
-                input_ids=src,
-                attention_mask=mask,
-                num_beams=BEAM,
-                do_sample=False,
-                min_new_tokens=OUT_LEN,
-                max_new_tokens=OUT_LEN,
-                length_penalty=0.6,
-                early_stopping=False,
-            )
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            out = marian_beam_search(peer, src, OUT_LEN)
         assert out.shape[1] == OUT_LEN + 1  # decoder start token + 30
 
     best = best_times({"ours": run_ours, "marian": run_peer}, repeats)

@@ -18,7 +18,13 @@ from test_translate import generated_sentences
 
 from transformer_core.checkpoint import load_model, save_checkpoint
 from transformer_core.errors import UserError
-from transformer_core.export import MARKER, SPM_NAME, SUPPRESSED_PIECES, check_exportable
+from transformer_core.export import (
+    MARKER,
+    SPM_NAME,
+    SUPPRESSED_PIECES,
+    check_exportable,
+    export_ctranslate2,
+)
 from transformer_core.search import beam_search_nbest
 
 needs_ctranslate2 = pytest.mark.skipif(
@@ -139,6 +145,19 @@ def test_export_replaces_an_export_and_refuses_other_folders(tmp_path, spm_model
     assert proc.returncode == 2
     assert "holds something other than an export" in proc.stderr and "Traceback" not in proc.stderr
     assert (precious / "todo.txt").read_text() == "keep me\n"
+
+
+@needs_ctranslate2
+def test_export_leaves_the_model_as_it_was(tmp_path, spm_model):
+    """CTranslate2's int8 optimization rewrites its arrays in place: they must be copies."""
+    model = checkpoint(tmp_path / "model.pt")
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    export_ctranslate2(model, sp, spm_model, tmp_path / "ct2", quantization="int8")
+    changed = [
+        name for name, value in model.state_dict().items() if not torch.equal(before[name], value)
+    ]
+    assert not changed
 
 
 def test_export_without_the_extra_names_it(tmp_path, spm_model):

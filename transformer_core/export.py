@@ -65,7 +65,9 @@ def require_ctranslate2():
 
 
 def _array(tensor: torch.Tensor) -> np.ndarray:
-    return tensor.detach().to("cpu", torch.float32).contiguous().numpy()
+    """An fp32 numpy copy of ``tensor``: never a view, since CTranslate2's ``optimize``
+    rewrites its arrays in place and would change the model being exported."""
+    return tensor.detach().to("cpu", torch.float32).numpy().copy()
 
 
 def _linear(spec, weight: torch.Tensor, bias: torch.Tensor | None) -> None:

@@ -1,0 +1,261 @@
+"""Beam-4 decoding on one CPU thread: the project (fp32, bf16, int8) beside CTranslate2 (float32,
+int8, through ``transformer_core.export``) and, at the base shape, HF Marian.
+
+Three benchmarks, each engine given the same sources in the same batches:
+
+- ``multi30k_b32``: a trained Multi30k model (``--checkpoint``, ``--spm``) decoding
+  test_2016_flickr (``--source``, scored against ``--ref``), sorted by length and cut into
+  batches of 32 sentences;
+- ``multi30k_tok4096``: the same sentences in ``translate``'s own batches (``make_batches``,
+  4,096 source tokens padded);
+- ``base_b32``: the paper's base shape (vocabulary 37,000) with random weights, 200 sources
+  of 30 tokens in batches of 32, every output forced to 30 tokens (EOS blocked), so that all
+  engines do the same work (Marian too: ``bench_decode.marian_model``).
+
+The search: beam 4, alpha 0.6, maximum length source + 50. The length penalties differ:
+ours is GNMT's ((5 + |Y|) / 6)^alpha (the paper's), CTranslate2's |Y|^alpha; on Multi30k
+each engine's outputs are its own, so tokens/s counts each one's tokens and BLEU
+(sacreBLEU, 13a) is reported beside them. Speed is target tokens per second, the best of
+``--repeats`` runs after a warm-up, engines interleaved. Without ``--checkpoint`` only
+``base_b32`` runs.
+
+    python -m bench.bench_ctranslate2 --checkpoint runs/en_de/base/averaged.pt \\
+        --spm data/en_de/spm.model --source data/en_de/raw/test.en --ref data/en_de/raw/test.de
+
+Writes bench/results/ctranslate2.json (or --out). Needs the serve extra (ctranslate2) and,
+for Marian, the bench extra (transformers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from bench.bench_checks import cpu_model
+from bench.bench_decode import marian_beam_search, marian_model, our_model
+from transformer_core.config import DecodeOptions
+from transformer_core.device import cpu_has_native_bf16, inference_model
+from transformer_core.export import SUPPRESSED_PIECES, ctranslate2_spec
+from transformer_core.search import beam_search
+from transformer_core.translate import make_batches
+
+ROOT = Path(__file__).resolve().parents[1]
+BEAM, ALPHA, EXTRA_LENGTH = 4, 0.6, 50
+BASE_SOURCES, BASE_LENGTH, BATCH = 200, 30, 32
+
+Batches = list[list[list[int]]]  # batches of sources, each a list of piece ids (no EOS)
+
+
+def our_precisions() -> list[str]:
+    return ["fp32", "bf16", "int8"] if cpu_has_native_bf16() else ["fp32", "int8"]
+
+
+def our_runner(model, precision: str, forced: int | None) -> Callable[[Batches], list]:
+    """Decode batches with our beam search in ``precision``, as ``translate`` does."""
+    autocast = torch.bfloat16 if precision == "bf16" else None
+    decoder = inference_model(model, autocast, int8=precision == "int8")
+    cfg = model.cfg
+    if forced:  # min_len blocks EOS until then
+        options = DecodeOptions(
+            beam_size=BEAM, alpha=ALPHA, max_len_a=0.0, max_len_b=forced, min_len=forced
+        )
+    else:
+        options = DecodeOptions(beam_size=BEAM, alpha=ALPHA, max_len_a=1.0, max_len_b=EXTRA_LENGTH)
+
+    def run(batches: Batches) -> list[list[int]]:
+        outputs = []
+        for batch in batches:
+            width = max(len(s) for s in batch) + 1
+            src = torch.full((len(batch), width), cfg.pad_id, dtype=torch.long)
+            for row, ids in enumerate(batch):
+                src[row, : len(ids)] = torch.as_tensor(ids)
+                src[row, len(ids)] = cfg.eos_id
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast is not None):
+                outputs += beam_search(decoder, src, options)
+        return outputs
+
+    return run
+
+
+def ctranslate2_folder(model, pieces: list[str], quantization: str, folder: Path) -> Path:
+    """``model`` saved as a CTranslate2 model of weight type ``quantization`` under ``folder``."""
+    specials = {"unk": pieces[1], "bos": pieces[2], "eos": pieces[3]}
+    spec = ctranslate2_spec(model, pieces, specials)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    out = folder / f"{model.cfg.vocab_size}-{quantization}"
+    out.mkdir()
+    spec.save(str(out))
+    return out
+
+
+def ctranslate2_runner(folder: Path, pieces: list[str], forced: int | None):
+    """Decode batches with CTranslate2 on one thread, searched like ours but for its length
+    penalty; ``forced`` fixes every output's length."""
+    import ctranslate2
+
+    translator = ctranslate2.Translator(str(folder), device="cpu", inter_threads=1, intra_threads=1)
+    index = {piece: i for i, piece in enumerate(pieces)}
+
+    def run(batches: Batches) -> list[list[int]]:
+        outputs = []
+        for batch in batches:
+            longest = max(len(s) for s in batch) + 1 + EXTRA_LENGTH  # ours: 1 * (src + EOS) + 50
+            lengths = {"min_decoding_length": forced, "max_decoding_length": forced}
+            results = translator.translate_batch(
+                [[pieces[i] for i in ids] for ids in batch],
+                beam_size=BEAM,
+                length_penalty=ALPHA,
+                max_batch_size=0,
+                suppress_sequences=[[piece] for piece in SUPPRESSED_PIECES],
+                **(lengths if forced else {"max_decoding_length": longest}),
+            )
+            outputs += [[index[p] for p in r.hypotheses[0]] for r in results]
+        return outputs
+
+    return run
+
+
+def marian_runner(model, forced: int):
+    """Decode batches with HF Marian's generate, every output ``forced`` tokens long."""
+
+    def run(batches: Batches) -> list[list[int]]:
+        outputs = []
+        for batch in batches:
+            out = marian_beam_search(model, torch.tensor([ids + [3] for ids in batch]), forced)
+            outputs += out[:, 1:].tolist()
+        return outputs
+
+    return run
+
+
+def best_of(runners: dict[str, Callable], batches: Batches, repeats: int) -> dict[str, dict]:
+    """Each runner's best time over ``repeats`` after a warm-up, runs interleaved; its outputs."""
+    seconds: dict[str, list[float]] = {name: [] for name in runners}
+    outputs = {name: run(batches[:1]) for name, run in runners.items()}  # warm-up
+    for _ in range(repeats):
+        for name, run in runners.items():
+            start = time.perf_counter()
+            outputs[name] = run(batches)
+            seconds[name].append(time.perf_counter() - start)
+    return {
+        name: {
+            "seconds": round(min(seconds[name]), 3),
+            "target_tokens": sum(len(o) for o in outputs[name]),
+            "target_tokens_per_s": round(
+                sum(len(o) for o in outputs[name]) / min(seconds[name]), 1
+            ),
+            "outputs": outputs[name],
+        }
+        for name in runners
+    }
+
+
+def sorted_batches(sources: list[list[int]], size: int) -> tuple[Batches, list[int]]:
+    """Sources sorted longest first, cut into batches of ``size``; the order used."""
+    order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
+    return [[sources[i] for i in order[k : k + size]] for k in range(0, len(order), size)], order
+
+
+def bench_multi30k(args, folder: Path) -> dict:
+    import sacrebleu
+
+    from transformer_core.translate import load_translation_model
+
+    model, sp = load_translation_model(args.checkpoint, args.spm, torch.device("cpu"))
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    lines = Path(args.source).read_text(encoding="utf-8").splitlines()
+    refs = Path(args.ref).read_text(encoding="utf-8").splitlines()
+    sources = [sp.encode(line) for line in lines]
+    runners = {f"ours_{p}": our_runner(model, p, None) for p in our_precisions()}
+    for quantization in ("float32", "int8"):
+        exported = ctranslate2_folder(model, pieces, quantization, folder)
+        runners[f"ctranslate2_{quantization}"] = ctranslate2_runner(exported, pieces, None)
+    by_32, order_32 = sorted_batches(sources, BATCH)
+    groups = make_batches([len(s) + 1 for s in sources], 4096)
+    by_tokens = [[sources[i] for i in group] for group in groups]
+    order_tokens = [i for group in groups for i in group]
+    results = {}
+    for name, batches, order in (
+        ("multi30k_b32", by_32, order_32),
+        ("multi30k_tok4096", by_tokens, order_tokens),
+    ):
+        print(f"{name}: {len(batches)} batches", flush=True)
+        measured = best_of(runners, batches, args.repeats)
+        for engine, row in measured.items():
+            hyps = [""] * len(lines)
+            for i, ids in zip(order, row.pop("outputs"), strict=True):
+                hyps[i] = sp.decode(ids)
+            row["sacrebleu"] = round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)
+            print(f"  {engine}: {row}", flush=True)
+        results[name] = {"batches": len(batches), "sentences": len(sources), "engines": measured}
+    return results
+
+
+def bench_base(args, folder: Path) -> dict:
+    model = our_model("base")
+    vocab = model.cfg.vocab_size
+    pieces = ["<pad>", "<unk>", "<s>", "</s>", *(f"t{i}" for i in range(4, vocab))]
+    gen = torch.Generator().manual_seed(1)
+    sources = torch.randint(4, vocab, (BASE_SOURCES, BASE_LENGTH - 1), generator=gen).tolist()
+    batches = [sources[k : k + BATCH] for k in range(0, len(sources), BATCH)]
+    runners = {f"ours_{p}": our_runner(model, p, BASE_LENGTH) for p in our_precisions()}
+    for quantization in ("float32", "int8"):
+        exported = ctranslate2_folder(model, pieces, quantization, folder)
+        runners[f"ctranslate2_{quantization}"] = ctranslate2_runner(exported, pieces, BASE_LENGTH)
+    if not args.no_marian:
+        runners["marian_fp32"] = marian_runner(marian_model("base"), BASE_LENGTH)
+    print(f"base_b32: {len(batches)} batches", flush=True)
+    measured = best_of(runners, batches, args.repeats)
+    for engine, row in measured.items():
+        assert all(len(o) == BASE_LENGTH for o in row.pop("outputs")), engine
+        print(f"  {engine}: {row}", flush=True)
+    return {"batches": len(batches), "sentences": BASE_SOURCES, "engines": measured}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", help="a trained Multi30k checkpoint (averaged.pt)")
+    parser.add_argument("--spm", help="its sentencepiece model")
+    parser.add_argument("--source", help="test_2016_flickr English, one sentence per line")
+    parser.add_argument("--ref", help="test_2016_flickr German, for sacreBLEU")
+    parser.add_argument("--repeats", type=int, default=2, help="timed runs per engine (default 2)")
+    parser.add_argument("--no-marian", action="store_true", help="leave HF Marian out")
+    parser.add_argument("--only", choices=["multi30k", "base"], help="one benchmark group")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "ctranslate2.json"))
+    args = parser.parse_args(argv)
+    import ctranslate2
+
+    torch.set_num_threads(1)
+    result = {
+        "cpu": cpu_model(),
+        "threads": 1,
+        "torch": torch.__version__,
+        "ctranslate2": ctranslate2.__version__,
+        "python": platform.python_version(),
+        "beam": BEAM,
+        "alpha": ALPHA,
+        "repeats": args.repeats,
+        "benchmarks": {},
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.checkpoint and args.only != "base":
+            result["benchmarks"].update(bench_multi30k(args, Path(tmp)))
+        if args.only != "multi30k":
+            result["benchmarks"]["base_b32"] = bench_base(args, Path(tmp))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
