@@ -1,9 +1,12 @@
 """export: a checkpoint as a CTranslate2 model that decodes the same tokens as the project.
 
-The exactness tests decode with both engines, greedy and beam 4 at forced lengths (where the two
-length penalties cannot rank hypotheses differently), and require identical tokens: on sharp
-random models of both position kinds, and on a trained smoke model of the session's quickstart.
-They are skipped, saying why, where the serve extra (ctranslate2) is not installed.
+The exactness tests decode with both engines and require identical tokens, greedy and beam 4
+with no length penalty (alpha 0), where the two engines' penalties cannot rank hypotheses
+differently: on sharp random models of both position kinds, beam 4 at a forced length; on a
+trained smoke model of the session's quickstart, beam 4 at its natural lengths, and every
+token's log-probability. (A trained model wants to end its sentences; holding EOS off, the
+engines rank what follows differently: CTranslate2's ``min_decoding_length`` is not our
+``min_len``.) They are skipped, saying why, where the serve extra (ctranslate2) is not installed.
 """
 
 import importlib.util
@@ -31,7 +34,7 @@ needs_ctranslate2 = pytest.mark.skipif(
     importlib.util.find_spec("ctranslate2") is None,
     reason='ctranslate2 not installed (the serve extra: pip install -e ".[serve]")',
 )
-FORCED = 12  # output length of the beam-4 comparison
+FORCED = 12  # output length of the beam-4 comparison on random models
 
 
 def export_cli(*args, env_code=""):
@@ -45,9 +48,8 @@ def export_cli(*args, env_code=""):
     )
 
 
-def ours(model, ids, beam):
-    """Our best output pieces' ids for ``ids``: greedy to EOS (at most 40), or beam at FORCED."""
-    forced = FORCED if beam > 1 else 0
+def ours(model, ids, beam, forced=0):
+    """Our best output ids for ``ids``, at most 40 tokens, or exactly ``forced`` (0: to EOS)."""
     hyps = beam_search_nbest(
         model,
         torch.tensor([ids + [model.cfg.eos_id]]),
@@ -60,9 +62,9 @@ def ours(model, ids, beam):
     return hyps[0][0].tokens
 
 
-def theirs(translator, sp, sources, beam):
+def theirs(translator, sp, sources, beam, forced=0):
     """CTranslate2's best output ids for each source, searched as ``ours`` searches."""
-    length = {"min_decoding_length": FORCED, "max_decoding_length": FORCED} if beam > 1 else {}
+    length = {"min_decoding_length": forced, "max_decoding_length": forced} if forced else {}
     results = translator.translate_batch(
         [[sp.id_to_piece(i) for i in ids] for ids in sources],
         beam_size=beam,
@@ -73,16 +75,21 @@ def theirs(translator, sp, sources, beam):
     return [[sp.piece_to_id(p) for p in r.hypotheses[0]] for r in results]
 
 
-def assert_same_tokens(model, folder, lines):
-    """Both engines' outputs for ``lines``, greedy and beam 4, are the same tokens."""
+def translator_of(folder):
     import ctranslate2
 
     sp = spm.SentencePieceProcessor(model_file=str(folder / SPM_NAME))
-    translator = ctranslate2.Translator(str(folder), device="cpu", intra_threads=1)
+    return ctranslate2.Translator(str(folder), device="cpu", intra_threads=1), sp
+
+
+def assert_same_tokens(model, folder, lines, beam4_length=0):
+    """Both engines' outputs for ``lines``, greedy and beam 4 (``beam4_length`` tokens long, 0:
+    to EOS), are the same tokens."""
+    translator, sp = translator_of(folder)
     sources = [sp.encode(line) for line in lines]
-    for beam in (1, 4):
-        expected = [ours(model, ids, beam) for ids in sources]
-        got = theirs(translator, sp, sources, beam)
+    for beam, forced in ((1, 0), (4, beam4_length)):
+        expected = [ours(model, ids, beam, forced) for ids in sources]
+        got = theirs(translator, sp, sources, beam, forced)
         same = sum(a == b for a, b in zip(expected, got, strict=True))
         assert same == len(sources), f"beam {beam}: {same} of {len(sources)} identical"
         assert len({tuple(t) for t in got}) >= 3  # outputs that vary: not a vacuous match
@@ -109,7 +116,7 @@ def test_export_decodes_the_same_tokens(tmp_path, spm_model, positional):
     proc = export_cli("--checkpoint", tmp_path / "model.pt", "--spm", spm_model, "--out", out)
     assert proc.returncode == 0, proc.stderr
     assert (out / "model.bin").is_file() and (out / MARKER).is_file()
-    assert_same_tokens(model, out, generated_sentences(40, seed=3))
+    assert_same_tokens(model, out, generated_sentences(40, seed=3), beam4_length=FORCED)
 
 
 @needs_ctranslate2
@@ -122,7 +129,22 @@ def test_export_of_a_trained_smoke_model(smoke_quickstart, tmp_path):
     proc = export_cli("--checkpoint", ckpt, "--spm", spm_path, "--out", out)
     assert proc.returncode == 0, proc.stderr
     lines = (work / "data/en_de/raw/test.en").read_text().splitlines()[:40]
-    assert_same_tokens(load_model(ckpt), out, lines)
+    model = load_model(ckpt)
+    assert_same_tokens(model, out, lines)
+
+    translator, sp = translator_of(out)  # every token's log-probability, EOS included
+    sources = [sp.encode(line) for line in lines]
+    targets = [ours(model, ids, 1) for ids in sources]
+    scored = translator.score_batch(
+        [[sp.id_to_piece(i) for i in ids] for ids in sources],
+        [[sp.id_to_piece(i) for i in ids] for ids in targets],
+    )
+    for ids, target, result in zip(sources, targets, scored, strict=True):
+        with torch.no_grad():
+            log_probs = model(torch.tensor([ids + [3]]), torch.tensor([[2] + target]))
+        log_probs = log_probs.log_softmax(-1)[0]
+        expected = log_probs[torch.arange(len(target) + 1), torch.tensor(target + [3])]
+        torch.testing.assert_close(torch.tensor(result.log_probs), expected, atol=1e-4, rtol=0)
 
 
 @needs_ctranslate2
