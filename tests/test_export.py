@@ -10,6 +10,7 @@ engines rank what follows differently: CTranslate2's ``min_decoding_length`` is 
 """
 
 import importlib.util
+import json
 import subprocess
 import sys
 
@@ -115,7 +116,9 @@ def test_export_decodes_the_same_tokens(tmp_path, spm_model, positional):
     out = tmp_path / "ct2"
     proc = export_cli("--checkpoint", tmp_path / "model.pt", "--spm", spm_model, "--out", out)
     assert proc.returncode == 0, proc.stderr
-    assert (out / "model.bin").is_file() and (out / MARKER).is_file()
+    assert (out / "model.bin").is_file()
+    marker = json.loads((out / MARKER).read_text())
+    assert marker["decode"]["suppress_sequences"] == [[piece] for piece in SUPPRESSED_PIECES]
     assert_same_tokens(model, out, generated_sentences(40, seed=3), beam4_length=FORCED)
 
 

@@ -10,6 +10,7 @@ from conftest import tiny_config, tiny_model
 from test_translate import generated_sentences, make_checkpoint, spm_model  # noqa: F401
 from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantizedLinear
 
+from transformer_core.device import inference_model
 from transformer_core.errors import UserError
 from transformer_core.quantize import check_int8_device, int8_model
 from transformer_core.search import beam_search
@@ -47,6 +48,8 @@ def test_int8_is_refused_off_the_cpu_and_under_bf16():
         check_int8_device(torch.device("cuda"), None)
     with pytest.raises(UserError, match="not bf16"):
         check_int8_device(torch.device("cpu"), torch.bfloat16)
+    with pytest.raises(UserError, match="not bf16"):  # the library path checks too
+        inference_model(tiny_model(tiny_config()), torch.bfloat16, int8=True)
 
 
 def test_translate_quantize_int8_end_to_end(tmp_path, spm_model):  # noqa: F811

@@ -155,9 +155,9 @@ def inference_model(
 ) -> nn.Module:
     """The model to decode with under ``autocast``: for bf16, a copy whose matrices are bf16;
     with ``int8``, a copy whose matrix products are dynamic int8 (``quantize.int8_model``, CPUs,
-    no autocast); with ``compile``, a copy whose encoder and decoder steps are compiled;
-    otherwise, on a CPU, a copy whose matrices oneDNN has packed (``packed.pack_linears``)
-    where that is faster (``packed.worth_packing``).
+    no autocast); with ``compile``, a copy whose encoder and decoder steps are compiled. On a
+    CPU, without ``int8`` or ``compile``, the copy's matrices are also packed by oneDNN
+    (``packed.pack_linears``) where that is faster (``packed.worth_packing``), fp32 included.
 
     Autocast casts every fp32 weight to bf16 again at every call it makes; in beam
     search, one call per layer per output token, that copying took 39% of the decoding
@@ -177,8 +177,9 @@ def inference_model(
     if autocast is None and not compile and not int8 and not pack:
         return model
     if int8:
-        from transformer_core.quantize import int8_model
+        from transformer_core.quantize import check_int8_device, int8_model
 
+        check_int8_device(next(model.parameters()).device, autocast)
         copied = int8_model(model)
     else:
         copied = copy.deepcopy(model)

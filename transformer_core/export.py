@@ -48,7 +48,9 @@ from transformer_core.model import (
 
 MARKER = "export.json"  # written last into every export: what made it, and how to decode it
 SPM_NAME = "sentencepiece.model"
-# The decoding options that make CTranslate2 search like ``translate`` (see the docstring).
+# The pieces to suppress so that CTranslate2 searches like ``translate`` (see the docstring):
+# pad and BOS, as the project's sentencepiece models name them (export.json names each
+# export's own).
 SUPPRESSED_PIECES = ("<pad>", "<s>")
 
 
@@ -125,7 +127,8 @@ def check_exportable(model: Transformer) -> None:
 
 def ctranslate2_spec(model: Transformer, pieces: list[str], specials: dict[str, str]):
     """CTranslate2's ``TransformerSpec`` of ``model``, with ``pieces`` (the sentencepiece
-    pieces in id order) as both vocabularies; ``specials`` names the unk, bos and eos pieces."""
+    pieces in id order) as both vocabularies; ``specials`` names the unk, bos and eos pieces
+    (``sentencepiece_vocabulary``)."""
     require_ctranslate2()
     from ctranslate2.specs import common_spec, transformer_spec
 
@@ -164,10 +167,10 @@ def ctranslate2_spec(model: Transformer, pieces: list[str], specials: dict[str, 
 
 
 def sentencepiece_vocabulary(sp) -> tuple[list[str], dict[str, str]]:
-    """The pieces of ``sp`` in id order, and its unk/bos/eos pieces."""
+    """The pieces of ``sp`` in id order, and its pad/unk/bos/eos pieces."""
     pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
-    specials = {"unk": pieces[sp.unk_id()], "bos": pieces[sp.bos_id()], "eos": pieces[sp.eos_id()]}
-    return pieces, specials
+    ids = {"pad": sp.pad_id(), "unk": sp.unk_id(), "bos": sp.bos_id(), "eos": sp.eos_id()}
+    return pieces, {name: pieces[i] for name, i in ids.items()}
 
 
 def check_export_dir(out: Path) -> None:
@@ -219,7 +222,7 @@ def export_ctranslate2(
             "quantization": quantization,
             "sentencepiece": SPM_NAME,
             "decode": {
-                "suppress_sequences": [[piece] for piece in SUPPRESSED_PIECES],
+                "suppress_sequences": [[specials["pad"]], [specials["bos"]]],
                 "length_penalty_note": (
                     "CTranslate2 divides by |Y|^alpha (EOS not counted); the paper by "
                     "((5 + |Y|) / 6)^alpha"
