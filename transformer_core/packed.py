@@ -5,9 +5,9 @@ step. ``torch.nn.functional.linear`` hands each product to MKL's sgemm with the
 weight as stored; oneDNN can reorder a weight once into the blocked layout its
 kernels read (``torch.ops.mkldnn._reorder_linear_weight``,
 what torch.compile's CPU freezing uses) and then run ``_linear_pointwise`` on it.
-At the decoder's shapes that is 1.3 to 2.4 times the speed of ``F.linear`` on one
-AVX-512 core (128 rows by 256 into 8000: 6.7 ms against 5.0 ms; 4 rows: 433 us against
-181 us; docs/ctranslate2.md). The arithmetic is the same fp32 (or bf16) products,
+At the decoder's shapes that is 1.2 to 2.4 times the speed of ``F.linear`` on one
+AVX-512 core (256 into 8000: 512 rows 23.1 ms against 19.6 ms, 128 rows 6.7 ms against
+5.0 ms, 4 rows 433 us against 181 us; docs/ctranslate2.md). The arithmetic is the same fp32 (or bf16) products,
 summed in another order.
 
 ``pack_linears`` turns a decoding copy's ``nn.Linear`` layers and tied vocabulary
