@@ -30,4 +30,4 @@ include: "workflow/rules/tables.smk"
 rule all:
     default_target: True
     input:
-        all_targets(),
+        TABLES.all_targets(),

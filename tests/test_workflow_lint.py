@@ -1,4 +1,5 @@
-"""The workflow passes `snakemake --lint` and `snakefmt --check`."""
+"""The workflow passes `snakemake --lint` and `snakefmt --check`, and its rule files stay
+rules and thin calls (the logic is transformer_core.workflow_plan, unit-tested)."""
 
 import shutil
 import subprocess
@@ -50,3 +51,23 @@ def test_snakefmt_check_is_clean():
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+RULE_FILE_LINES = 250
+HELPER_LINES = 12  # a helper's body, its docstring included
+
+
+def test_rule_files_hold_rules_not_logic():
+    """No rule file grows past 250 lines, and none defines a function longer than a short
+    helper: what the rules compute belongs in transformer_core.workflow_plan, under test."""
+    for path in [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]:
+        lines = path.read_text().splitlines()
+        assert len(lines) <= RULE_FILE_LINES, f"{path.name}: {len(lines)} lines"
+        for start, line in enumerate(lines):
+            if line.startswith("def "):
+                body = []
+                for inner in lines[start + 1 :]:
+                    if inner and not inner.startswith(" "):
+                        break
+                    body += [inner] if inner.strip() else []
+                assert len(body) <= HELPER_LINES, f"{path.name}: {line} has {len(body)} lines"

@@ -1,7 +1,7 @@
 # download -> prepare -> spm -> binarize, per language pair (parsing data: workflow/rules/parsing.smk).
 #
-# The training corpus of a language pair runs in shards (pairs.<pair>.shards, common.smk
-# "Data shards"): shard_index cuts it into N line ranges, prepare_shard and binarize_shard
+# The training corpus of a language pair runs in shards (pairs.<pair>.shards,
+# transformer_core/workflow_plan/data.py): shard_index cuts it into N line ranges, prepare_shard and binarize_shard
 # run once per shard, in parallel, and prepare_report and merge_shards put the shards'
 # filter counts and binarized arrays back together, in order, into the files one process
 # over the whole corpus would write (data/<pair>/prepared/train.report.json,
@@ -24,9 +24,9 @@ rule download:
     conda:
         ENV
     params:
-        dataset=dataset_of,
-        mirror=mirror_arg,
-        out=manifest_dir,
+        dataset=lambda w: DATA.dataset(src_tgt(w)),
+        mirror=DATA.mirror_args(),
+        out=lambda w, output: os.path.dirname(output.manifest),
     shell:
         "transformer-core download --dataset {params.dataset:q} --out {params.out:q} {params.mirror:q} > {log:q} 2>&1"
 
@@ -63,7 +63,7 @@ rule shard_index:
     conda:
         ENV
     params:
-        shards=shard_count,
+        shards=lambda w: DATA.shard_count(src_tgt(w)),
     shell:
         "transformer-core shards split --src {input.src:q} --tgt {input.tgt:q}"
         " --shards {params.shards:q} --out {output:q} > {log:q} 2>&1"
@@ -85,7 +85,7 @@ rule prepare_shard:
     conda:
         ENV
     params:
-        shard=shard_args,
+        shard=lambda w: shard_args(w.shard),
     shell:
         "transformer-core prepare --src-in {input.src:q} --tgt-in {input.tgt:q}"
         " --shard-index {input.index:q} {params.shard:q}"
@@ -95,7 +95,7 @@ rule prepare_shard:
 
 rule prepare_report:
     input:
-        shard_reports,
+        lambda w: DATA.shard_reports(src_tgt(w)),
     output:
         "data/{src}_{tgt}/prepared/train.report.json",
     log:
@@ -108,7 +108,7 @@ rule prepare_report:
 
 rule spm_train:
     input:
-        spm_inputs,
+        lambda w: DATA.spm_inputs(w.pair),
     output:
         model="data/{pair}/spm.model",
         vocab="data/{pair}/spm.vocab",
@@ -119,10 +119,10 @@ rule spm_train:
     conda:
         ENV
     params:
-        vocab_size=vocab_size,
-        sample_size=spm_sample_size,
+        vocab_size=lambda w: DATA.vocab_size(w.pair),
+        sample_size=lambda w: DATA.spm_sample_size(w.pair),
         prefix=output_prefix(".model"),
-        options=spm_options,
+        options=lambda w: DATA.spm_options(w.pair),
     shell:
         "transformer-core spm train --input {input:q} --vocab-size {params.vocab_size:q}"
         " --sample-size {params.sample_size:q} --model-prefix {params.prefix:q}"
@@ -131,7 +131,7 @@ rule spm_train:
 
 rule binarize:
     input:
-        unpack(binarize_inputs),
+        unpack(lambda w: DATA.binarize_inputs(w.pair, w.split)),
     output:
         "data/{pair}/bin/{split}.json",
     log:
@@ -174,7 +174,7 @@ ruleorder: merge_shards > binarize
 
 rule merge_shards:
     input:
-        unpack(merge_inputs),
+        unpack(lambda w: DATA.merge_inputs(w.pair)),
     output:
         "data/{pair}/bin/train.json",
     log:
@@ -182,11 +182,11 @@ rule merge_shards:
     benchmark:
         "benchmarks/binarize/{pair}.train.tsv"
     wildcard_constraints:
-        pair=CONFIGURED_PAIRS,
+        pair="|".join(config["pairs"]),
     conda:
         ENV
     params:
-        parts=shard_split_prefixes,
+        parts=lambda w, input: split_prefixes(input, input.report),
         prefix=output_prefix(".json"),
     shell:
         "transformer-core shards merge --parts {params.parts:q} --out-prefix {params.prefix:q}"

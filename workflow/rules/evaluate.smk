@@ -4,9 +4,9 @@
 
 rule translate:
     input:
-        checkpoint=checkpoint_of,
+        checkpoint=lambda w: checkpoint_path(w.pair, w.exp, w.ckpt),
         spm="data/{pair}/spm.model",
-        source=translate_source,
+        source=lambda w: DATA.parallel_text(w.pair, w.split)[0],
     output:
         "results/translations/{pair}/{exp}.{split}.{ckpt}.txt",
     log:
@@ -20,7 +20,7 @@ rule translate:
         mem_mb=4000,
         runtime=30,
     params:
-        decode=decode_args,
+        decode=lambda w: PLAN.search_flags(w.pair),
         max_tokens=decode_setting("max_tokens"),
         precision=decode_setting("precision"),
         compile=decode_setting("compile"),
@@ -35,7 +35,7 @@ rule translate:
 rule score:
     input:
         hyp="results/translations/{pair}/{exp}.{split}.{ckpt}.txt",
-        ref=reference_of,
+        ref=lambda w: DATA.reference(w.pair, w.split),
     output:
         "results/scores/{pair}/{exp}.{split}.{ckpt}.json",
     log:
@@ -43,8 +43,8 @@ rule score:
     conda:
         ENV
     params:
-        lang=target_lang,
-        bootstrap=bootstrap_args,
+        lang=lambda w: languages(w.pair)[1],
+        bootstrap=TABLES.bootstrap_args(),
     shell:
         "transformer-core score --hyp {input.hyp:q} --ref {input.ref:q} --lang {params.lang:q}"
         " {params.bootstrap:q} --out {output:q} > {log:q} 2>&1"
@@ -54,8 +54,8 @@ rule bleu_curve:
     input:
         summary="runs/{pair}/{exp}/summary.json",
         spm="data/{pair}/spm.model",
-        source=translate_source,
-        ref=reference_of,
+        source=lambda w: DATA.parallel_text(w.pair, w.split)[0],
+        ref=lambda w: DATA.reference(w.pair, w.split),
     output:
         "results/curves/{pair}/{exp}.{split}.json",
     log:
@@ -64,10 +64,10 @@ rule bleu_curve:
         ENV
     threads: configured_threads("bleu_curve")
     params:
-        run_dir=run_dir_of,
+        run_dir=lambda w, input: os.path.dirname(input.summary),
         checkpoints=config["curves"]["checkpoints"],
-        lang=target_lang,
-        decode=decode_args,
+        lang=lambda w: languages(w.pair)[1],
+        decode=lambda w: PLAN.search_flags(w.pair),
         max_tokens=decode_setting("max_tokens"),
         precision=decode_setting("precision"),
         compile=decode_setting("compile"),

@@ -20,4 +20,4 @@ rule export:
 
 rule export_table2:
     input:
-        table2_exports(),
+        TABLES.table2_exports(),

@@ -1,12 +1,12 @@
 # Table 4 (English constituency parsing): treebank -> [merge with a parsed corpus] -> the
 # translation rules (spm_train, binarize, train, average, translate) on data/parse_*/ ->
-# delinearize (repair) -> evalb. common.smk's input functions give those rules the
-# treebank's words (source) and linearized trees (target) for the parse_* folders.
+# delinearize (repair) -> evalb. DataPlan (transformer_core/workflow_plan/data.py) gives those
+# rules the treebank's words (source) and linearized trees (target) for the parse_* folders.
 
 
 rule treebank:
     input:
-        treebank_source,
+        lambda w: DATA.treebank_source(),
     output:
         expand(
             "data/parse_treebank/treebank/{split}.{ext}",
@@ -23,7 +23,7 @@ rule treebank:
     conda:
         ENV
     params:
-        action=treebank_action,
+        action=lambda w: DATA.treebank_action(),
         out=output_dir,
     shell:
         "transformer-core treebank {params.action:q} --out {params.out:q} > {log:q} 2>&1"
@@ -33,8 +33,8 @@ rule treebank_merge:
     input:
         treebank_words="data/parse_treebank/treebank/train.words",
         treebank_tree="data/parse_treebank/treebank/train.tree",
-        corpus_words=semi_supervised_file("words"),
-        corpus_tree=semi_supervised_file("tree"),
+        corpus_words=lambda w: DATA.semi_supervised_file("words"),
+        corpus_tree=lambda w: DATA.semi_supervised_file("tree"),
     output:
         "data/parse_semi/treebank/train.words",
         "data/parse_semi/treebank/train.tree",
@@ -46,7 +46,7 @@ rule treebank_merge:
         treebank=input_dir("treebank_words"),
         corpus=input_dir("corpus_words"),
         out=output_dir,
-        linearization=linearization,
+        linearization=lambda w: DATA.linearization_args(),
     shell:
         "transformer-core treebank merge --treebank {params.treebank:q} --corpus {params.corpus:q}"
         " --out {params.out:q} {params.linearization:q} > {log:q} 2>&1"
@@ -55,8 +55,8 @@ rule treebank_merge:
 rule delinearize:
     input:
         pred="results/translations/{pair}/{exp}.{split}.{ckpt}.txt",
-        words=treebank_input("words"),
-        tags=treebank_input("tags"),
+        words=lambda w: DATA.treebank_file(w.pair, w.split, "words"),
+        tags=lambda w: DATA.treebank_file(w.pair, w.split, "tags"),
     output:
         "results/parses/{pair}/{exp}.{split}.{ckpt}.tree",
     log:
@@ -66,7 +66,7 @@ rule delinearize:
     conda:
         ENV
     params:
-        linearization=linearization,
+        linearization=lambda w: DATA.linearization_args(),
     shell:
         "transformer-core treebank delinearize --words {input.words:q} --pred {input.pred:q}"
         " --tags {input.tags:q} --out {output:q} {params.linearization:q} > {log:q} 2>&1"
@@ -74,7 +74,7 @@ rule delinearize:
 
 rule evalb:
     input:
-        gold=treebank_input("gold"),
+        gold=lambda w: DATA.treebank_file(w.pair, w.split, "gold"),
         test="results/parses/{pair}/{exp}.{split}.{ckpt}.tree",
     output:
         json="results/evalb/{pair}/{exp}.{split}.{ckpt}.json",

@@ -5,7 +5,7 @@
 
 rule table3_row:
     input:
-        unpack(table3_row_inputs),
+        unpack(lambda w: TABLES.table3_row_inputs(w.exp)),
     output:
         "results/table3/rows/{exp}.csv",
     log:
@@ -13,7 +13,7 @@ rule table3_row:
     conda:
         ENV
     params:
-        runs=table3_row_args,
+        runs=lambda w, input: TABLES.table3_row_args(w.exp, input),
     shell:
         "transformer-core table3_row --row {wildcards.exp:q} {params.runs:q}"
         " --out {output:q} > {log:q} 2>&1"
@@ -21,7 +21,7 @@ rule table3_row:
 
 rule table3:
     input:
-        unpack(inputs_of(table3_options)),
+        unpack(lambda w: option_inputs(TABLES.table3())),
     output:
         csv=reported("results/table3.csv", "../report/table3.rst", "Tables"),
         markdown="results/table3.md",
@@ -31,9 +31,9 @@ rule table3:
     conda:
         ENV
     params:
-        args=args_of(table3_options),
+        args=lambda w, input: option_args(TABLES.table3(), input),
         lang=languages(TABLE3_PAIR)[1],
-        bootstrap=bootstrap_args,
+        bootstrap=TABLES.bootstrap_args(),
     shell:
         "transformer-core table3 {params.args:q} --lang {params.lang:q} {params.bootstrap:q}"
         " --out {output.csv:q} --markdown {output.markdown:q} --plot {output.plot:q} > {log:q} 2>&1"
@@ -41,7 +41,7 @@ rule table3:
 
 rule table2:
     input:
-        unpack(inputs_of(table2_options)),
+        unpack(lambda w: option_inputs(TABLES.table2())),
     output:
         csv=reported("results/table2.csv", "../report/table2.rst", "Tables"),
         markdown="results/table2.md",
@@ -50,14 +50,14 @@ rule table2:
     conda:
         ENV
     params:
-        results=args_of(table2_options),
+        results=lambda w, input: option_args(TABLES.table2(), input),
     shell:
         "transformer-core table2 {params.results:q} --out {output.csv:q} --markdown {output.markdown:q} > {log:q} 2>&1"
 
 
 rule table4:
     input:
-        unpack(inputs_of(table4_options)),
+        unpack(lambda w: option_inputs(TABLES.table4())),
     output:
         csv=reported("results/table4.csv", "../report/table4.rst", "Tables"),
         markdown="results/table4.md",
@@ -66,7 +66,7 @@ rule table4:
     conda:
         ENV
     params:
-        results=args_of(table4_options),
+        results=lambda w, input: option_args(TABLES.table4(), input),
     shell:
         "transformer-core table4 {params.results:q} --out {output.csv:q} --markdown {output.markdown:q} > {log:q} 2>&1"
 
@@ -86,7 +86,7 @@ rule attention_figures:
         ENV
     threads: configured_threads("attention_figures")
     params:
-        figures=figure_args,
+        figures=lambda w, output: figure_args(output),
     shell:
         "transformer-core attention --checkpoint {input.checkpoint:q} --spm {input.spm:q}"
         " {params.figures:q} --num-threads {threads:q} > {log:q} 2>&1"
@@ -94,7 +94,7 @@ rule attention_figures:
 
 rule report:
     input:
-        unpack(inputs_of(report_options)),
+        unpack(lambda w: option_inputs(TABLES.report())),
     output:
         markdown=reported("results/report.md", "../report/report.rst", "Report"),
         plot=reported(
@@ -110,7 +110,7 @@ rule report:
     conda:
         ENV
     params:
-        args=args_of(report_options),
+        args=lambda w, input: option_args(TABLES.report(), input),
         scale=config["scale"],
     shell:
         "transformer-core report --scale {params.scale:q} {params.args:q}"

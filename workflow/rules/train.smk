@@ -20,10 +20,10 @@ rule train:
         mem_mb=4000,
         runtime=60,
     params:
-        launcher=launcher,
+        launcher=lambda w, resources: launcher(int(resources.get("gpu", 0))),
         num_threads=threads_per_rank,
-        args=train_args,
-        run_dir=train_run_dir,
+        args=lambda w: PLAN.train_args(w.pair, w.exp),
+        run_dir=lambda w, output: os.path.dirname(output.summary),
         train=input_prefix("train"),
         dev=input_prefix("dev"),
     shell:
@@ -41,7 +41,7 @@ rule average:
     conda:
         ENV
     params:
-        run_dir=run_dir_of,
-        last=average_last,
+        run_dir=lambda w, input: os.path.dirname(input[0]),
+        last=lambda w: PLAN.average_last(w.pair, w.exp),
     shell:
         "transformer-core average --run-dir {params.run_dir:q} --last {params.last:q} --out {output:q} > {log:q} 2>&1"

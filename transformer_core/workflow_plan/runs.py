@@ -1,8 +1,6 @@
-"""What the workflow runs for a configuration: run names and seeds, each run's ``train``
-options, each language pair's search, as plain Python the tests call (``tests/test_workflow_plan.py``).
-
-``workflow/rules/common.smk`` builds one ``RunPlan`` from the validated configuration and
-its params functions call it with the wildcards' values. The parsing runs (the data folders
+"""The runs of a configuration: run names and seeds, each run's ``train`` options and
+launcher, its checkpoints, each language pair's search (workflow/rules/train.smk,
+evaluate.smk). The parsing runs (the data folders
 of ``pipeline_config.PARSING_PAIRS``) take Table 4's settings where the configuration gives
 them: ``table4.steps``, ``table4.train`` (recipe, checkpoints, dropout and label smoothing)
 and ``table4.decode``.
@@ -18,11 +16,23 @@ from typing import Any
 
 from transformer_core.config import decode_flags
 from transformer_core.errors import ConfigError
-from transformer_core.pipeline_config import PARSING_PAIRS
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
+from transformer_core.workflow_plan.data import is_parsing
 
 SEED_SUFFIX = "-seed"
 PARSING_MODEL_KEYS = ("dropout", "label_smoothing")  # table4.train's model settings
+
+
+def launcher(gpus: int) -> list[Any]:
+    """torchrun over the ``gpus`` a training job holds; plain python for one device or the CPU."""
+    if gpus > 1:
+        return ["torchrun", "--standalone", "--nproc_per_node", gpus, "-m", "transformer_core"]
+    return ["python", "-m", "transformer_core"]
+
+
+def checkpoint_path(pair: str, run: str, ckpt: str) -> str:
+    """The model a `translate` job decodes: ``avg`` the averaged checkpoints, ``last`` the last."""
+    return f"runs/{pair}/{run}/{'averaged.pt' if ckpt == 'avg' else 'last.pt'}"
 
 
 def on_off(value: Any) -> Any:
@@ -58,10 +68,6 @@ class RunPlan:
         exp, _, seed = name.partition(SEED_SUFFIX)
         return exp, int(seed) if seed else self.seeds[0]
 
-    @staticmethod
-    def is_parsing(pair: str) -> bool:
-        return pair in PARSING_PAIRS.values()
-
     # --- training ----------------------------------------------------------------------------
 
     def model_settings(self, exp: str) -> dict[str, Any]:
@@ -69,12 +75,16 @@ class RunPlan:
         return self.config["models"]["big" if exp == "big" else "base"]
 
     def _table4_train(self, pair: str) -> dict[str, Any]:
-        return (self.table4.get("train") or {}) if self.is_parsing(pair) else {}
+        return (self.table4.get("train") or {}) if is_parsing(pair) else {}
 
     def checkpointing(self, pair: str, exp: str) -> dict[str, Any]:
         """checkpoint_interval and average_last: models.*'s, or table4.train's for parsing runs."""
         settings, own = self.model_settings(exp), self._table4_train(pair)
         return {key: own.get(key, settings[key]) for key in ("checkpoint_interval", "average_last")}
+
+    def average_last(self, pair: str, run: str) -> int:
+        """How many of the run's last checkpoints `average` takes."""
+        return self.checkpointing(pair, self.split_run(run)[0])["average_last"]
 
     def training_recipe(self, pair: str) -> dict[str, Any]:
         """The `train` section; table4.train's settings replace its values for parsing runs."""
@@ -93,7 +103,7 @@ class RunPlan:
 
     def steps(self, pair: str, exp: str) -> int:
         """Configured steps (models.*.steps, table4.steps for parsing), else the paper's scaled."""
-        settings = self.table4 if self.is_parsing(pair) else self.model_settings(exp)
+        settings = self.table4 if is_parsing(pair) else self.model_settings(exp)
         return settings.get("steps") or scaled_steps(exp, self.config["scale_rule"]["step_divisor"])
 
     def train_args(self, pair: str, run: str) -> list[Any]:
@@ -121,7 +131,7 @@ class RunPlan:
 
     def decode_settings(self, pair: str) -> dict[str, Any]:
         """The `decode` section, or table4.decode for parsing runs."""
-        return (self.table4 if self.is_parsing(pair) else self.config)["decode"]
+        return (self.table4 if is_parsing(pair) else self.config)["decode"]
 
     def decode_setting(self, pair: str, name: str) -> Any:
         """One decoding setting (max_tokens, precision, compile) as a command-line value."""
@@ -132,7 +142,7 @@ class RunPlan:
         (``config.decode_flags``); table4.decode.tree_constraint constrains the parsing runs'
         search to the trees of table4.linearization."""
         settings = self.decode_settings(pair)
-        if not self.is_parsing(pair):
+        if not is_parsing(pair):
             return decode_flags(settings)
         linearization = self.table4["linearization"] if settings["tree_constraint"] else None
         return decode_flags({**settings, "tree_constraint": linearization})
