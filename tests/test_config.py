@@ -14,11 +14,14 @@ from transformer_core.config import (
     PARSING_SEARCH,
     TABLE3_ROWS,
     ModelConfig,
+    TrainConfig,
     config_key,
     decode_fields,
     decode_flags,
     experiment,
+    flagged_fields,
     model_config,
+    train_flags,
 )
 from transformer_core.errors import ConfigError
 from transformer_core.params import parameter_table
@@ -200,3 +203,43 @@ def test_decode_options_and_the_schema_agree_field_by_field():
     ]  # fmt: skip
     assert decode_flags({"tree_constraint": "words"}) == ["--tree-constraint", "words"]
     assert decode_flags({"tree_constraint": None}) == []
+
+
+def test_train_config_and_the_schema_agree_field_by_field():
+    """Each flagged TrainConfig field is a key of the schema, of its type, with TrainConfig's
+    default where the schema gives one: in a preset's checkpointing (models.base, models.big)
+    where the experiment decides it, in `train` otherwise, and in table4.train where the
+    parsing runs may replace it. The workflow's arguments (train_flags) parse back, through
+    `transformer-core train`'s own parser, to the TrainConfig of the same values."""
+    import yaml
+
+    from transformer_core.cli import build_parser
+    from transformer_core.commands.train import train_config
+
+    root = Path(__file__).resolve().parents[1]
+    schema = yaml.safe_load((root / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    train = schema["properties"]["train"]["properties"]
+    checkpointing = schema["$defs"]["checkpointing"]["properties"]
+    table4 = schema["properties"]["table4"]["properties"]["train"]["properties"]
+    json_type = {int: "integer", float: "number"}
+    for f in flagged_fields(TrainConfig):
+        key = config_key(f)
+        section = checkpointing if f.metadata.get("by_experiment") else train
+        assert section[key]["type"] == json_type[type(f.default)], key
+        assert section[key].get("default", f.default) == f.default, key
+        if key in table4:
+            assert table4[key]["type"] == section[key]["type"], key
+    settings = {"steps": 7, "max_tokens": 11, "tokens_per_step": 13, "warmup": 17,
+                "lr_scale": 0.5, "checkpoint_interval": 3, "average_last": 2, "seed": 5,
+                "log_interval": 9, "dropout": 0.3}  # fmt: skip
+    args = build_parser().parse_args(
+        ["train", "--train", "t", "--out-dir", "r", "--experiment", "big", *train_flags(settings)]
+    )
+    cfg = train_config(args)
+    assert (cfg.steps, cfg.max_tokens, cfg.tokens_per_step, cfg.warmup) == (7, 11, 13, 17)
+    assert (cfg.lr_scale, cfg.checkpoint_interval, cfg.keep_last) == (0.5, 3, 2)
+    assert (cfg.seed, cfg.log_interval) == (5, 9)
+    left_out = train_config(build_parser().parse_args(["train", "--train", "t", "--out-dir", "r",
+                                                       "--experiment", "big"]))  # fmt: skip
+    assert left_out == TrainConfig.for_experiment("big")
+    assert (left_out.steps, left_out.keep_last) == (300_000, 20)

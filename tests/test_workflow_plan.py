@@ -57,9 +57,10 @@ def test_parsing_runs_take_table4_train_and_translation_runs_train():
         (translation, train, plan.steps("en_de", "base")),
     ):
         flags = dict(zip(args[::2], args[1::2], strict=True))
-        assert flags["--tokens-per-step"] == recipe["tokens_per_step"]
-        assert flags["--warmup"] == recipe["warmup"] and flags["--steps"] == steps
-    assert dict(zip(parsing[::2], parsing[1::2], strict=True))["--seed"] == 2
+        assert flags["--tokens-per-step"] == str(recipe["tokens_per_step"])
+        assert flags["--warmup"] == str(recipe["warmup"]) and flags["--steps"] == str(steps)
+    flags = dict(zip(parsing[::2], parsing[1::2], strict=True))
+    assert flags["--seed"] == "2" and flags["--keep-last"] == str(own["average_last"])
     assert plan.checkpointing("parse_treebank", "parsing")["average_last"] == own["average_last"]
     base = config["models"]["base"]
     assert plan.checkpointing("en_de", "base")["average_last"] == base["average_last"]

@@ -10,6 +10,7 @@ entry of ``TABLE3_ROWS``, and the workflow takes its wildcards from that table.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
@@ -208,6 +209,51 @@ def model_config(name: str, **overrides: Any) -> ModelConfig:
     return BASE.replace(**{**experiment(name).model, **overrides})
 
 
+SEEDS = 2**32  # a seed is an integer from 0 to 2^32-1: numpy's and sacreBLEU's range
+
+
+def parse_seed(text: str) -> int:
+    """argparse type of every --seed: refused at parse time with the option's name rather
+    than after the work."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= value < SEEDS:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0 to 2^32-1")
+    return value
+
+
+def option(default: Any, flag: str | None, help: str, **extra: Any) -> Any:
+    """A field of a settings dataclass (``TrainConfig``, ``DecodeOptions``): its default and,
+    where it has one, its command-line flag and help. The commands make their flags from
+    these fields (``commands.add_option_arguments``) and the workflow its arguments
+    (``command_flags``); the config key is the flag's name in snake case unless ``config``
+    names another. ``extra``: argparse's ``type``, ``choices``, ``metavar``."""
+    return field(default=default, metadata={"flag": flag, "help": help, **extra})
+
+
+def flagged_fields(cls: type) -> list[dataclasses.Field]:
+    """The fields of settings dataclass ``cls`` that have a command-line flag, in order."""
+    return [f for f in dataclasses.fields(cls) if f.metadata.get("flag")]
+
+
+def config_key(f: dataclasses.Field) -> str:
+    """The workflow's config key of a flagged field: ``--max-len-a`` is ``max_len_a``."""
+    return f.metadata.get("config") or f.metadata["flag"].removeprefix("--").replace("-", "_")
+
+
+def command_flags(cls: type, settings: dict[str, Any]) -> list[str]:
+    """``settings`` (config keys -> values) as the flags of ``cls``'s command: each key that
+    names a flagged field of ``cls`` and is not None, as ``--flag value``, in field order."""
+    flags: list[str] = []
+    for f in flagged_fields(cls):
+        value = settings.get(config_key(f))
+        if value is not None:
+            flags += [f.metadata["flag"], str(value)]
+    return flags
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """The training recipe (paper section 5) and the run's bookkeeping.
@@ -220,18 +266,50 @@ class TrainConfig:
     step holds about the same tokens on 1 GPU as on 8 and steps stay comparable.
     """
 
-    steps: int = 100_000
-    max_tokens: int = 3125  # the paper's 25000 over 8 GPUs: one micro-batch each, no accumulation
-    tokens_per_step: int = 25_000
-    warmup: int = 4000
-    lr_scale: float = 1.0  # multiplies the paper's schedule; 1.0 is the paper
+    # The flagged fields are `transformer-core train`'s options (commands.add_train_arguments);
+    # ``by_experiment``: the preset decides when the option is left out (``for_experiment``).
+    steps: int = option(100_000, "--steps", "optimizer steps", by_experiment=True)
+    # The paper's 25000 over 8 GPUs: one micro-batch each, no accumulation.
+    max_tokens: int = option(
+        3125, "--max-tokens", "tokens per micro-batch per device, per side, padding included"
+    )
+    tokens_per_step: int = option(
+        25_000,
+        "--tokens-per-step",
+        "target tokens per optimizer step over all devices; gradients are accumulated over "
+        "ceil(this / (max-tokens x devices)) micro-batches",
+    )
+    warmup: int = option(4000, "--warmup", "warmup steps of the schedule")
+    lr_scale: float = option(
+        1.0,
+        "--lr-scale",
+        "multiplies the paper's learning rate d_model^-0.5 min(step^-0.5, step warmup^-1.5); "
+        "1.0 is the paper, short smoke runs of tiny models may use another",
+    )
     adam_beta1: float = 0.9
     adam_beta2: float = 0.98
     adam_eps: float = 1e-9
-    checkpoint_interval: int = 1500  # SPEC.md: ~10 minutes of the paper's base run; 600 for big
-    keep_last: int = 5  # enough to average the paper's last 5 (base); 20 for big
-    seed: int = 1
-    log_interval: int = 100
+    # SPEC.md: ~10 minutes of the paper's base run; 600 for big.
+    checkpoint_interval: int = option(
+        1500,
+        "--checkpoint-interval",
+        "checkpoint every K steps, and always at the end",
+        metavar="K",
+        by_experiment=True,
+    )
+    # Enough to average the paper's last 5 (base); 20 for big. The workflow keeps what it averages.
+    keep_last: int = option(
+        5,
+        "--keep-last",
+        "keep the newest M checkpoints",
+        metavar="M",
+        config="average_last",
+        by_experiment=True,
+    )
+    seed: int = option(
+        1, "--seed", "random seed (rank r uses seed + r for dropout)", type=parse_seed
+    )
+    log_interval: int = option(100, "--log-interval", "log every L steps", metavar="L")
     precision: str = "auto"  # auto | fp32 | bf16
     device: str = "auto"  # auto | cpu | cuda
     num_threads: int | None = None  # torch CPU threads; None leaves torch's default
@@ -273,7 +351,7 @@ class TrainConfig:
         if (
             isinstance(self.seed, bool)
             or not isinstance(self.seed, int)
-            or not 0 <= self.seed < 2**32
+            or not 0 <= self.seed < SEEDS
         ):
             raise ConfigError(f"train.seed must be an integer from 0 to 2^32-1, got {self.seed!r}")
         if not self.lr_scale > 0:
@@ -342,13 +420,6 @@ def parse_overrides(
     return overrides
 
 
-def _search(default: Any, flag: str | None, help: str, **extra: Any) -> Any:
-    """A ``DecodeOptions`` field: its default, and where it has one, its command-line flag
-    (the config key is the flag's name in snake case) and help (``decode_flags``,
-    ``commands.add_decode_arguments``)."""
-    return field(default=default, metadata={"flag": flag, "help": help, **extra})
-
-
 @dataclass(frozen=True)
 class DecodeOptions:
     """Search settings (``search.py``); the defaults are the paper's translation setup, and the CLI's.
@@ -365,13 +436,13 @@ class DecodeOptions:
     (0 for the paper's decoding; benchmarks use it to force equal output lengths).
     """
 
-    beam_size: int = _search(4, "--beam", "beam size; 1 is greedy")
-    alpha: float = _search(0.6, "--alpha", "length penalty ((5+|Y|)/6)^alpha")
-    max_len_a: float = _search(
+    beam_size: int = option(4, "--beam", "beam size; 1 is greedy")
+    alpha: float = option(0.6, "--alpha", "length penalty ((5+|Y|)/6)^alpha")
+    max_len_a: float = option(
         1.0, "--max-len-a", "maximum output length = a * source length + b: a"
     )
-    max_len_b: int = _search(50, "--max-len-b", "b of the maximum output length")
-    tree_constraint: str | None = _search(
+    max_len_b: int = option(50, "--max-len-b", "b of the maximum output length")
+    tree_constraint: str | None = option(
         None,
         "--tree-constraint",
         "parsing: extend hypotheses only into well-formed trees of this linearization, with one "
@@ -381,7 +452,7 @@ class DecodeOptions:
         choices=("xx", "tags", "words"),  # parsing.trees.LINEARIZATIONS (tested equal)
         config="tree_constraint",
     )
-    min_len: int = _search(0, None, "")
+    min_len: int = option(0, None, "")
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:
@@ -394,20 +465,15 @@ PARSING_SEARCH = DecodeOptions(beam_size=21, alpha=0.3, max_len_b=300)
 
 def decode_fields() -> list[dataclasses.Field]:
     """The ``DecodeOptions`` fields that have a command-line flag, in declaration order."""
-    return [f for f in dataclasses.fields(DecodeOptions) if f.metadata["flag"]]
-
-
-def config_key(f: dataclasses.Field) -> str:
-    """The workflow's config key of a flagged field: ``--max-len-a`` is ``max_len_a``."""
-    return f.metadata.get("config") or f.metadata["flag"].removeprefix("--").replace("-", "_")
+    return flagged_fields(DecodeOptions)
 
 
 def decode_flags(settings: dict[str, Any]) -> list[str]:
-    """``settings`` (a config's ``decode`` section) as the flags of ``translate``: each key
-    that names a ``DecodeOptions`` flag and is not None, as ``--flag value``."""
-    flags: list[str] = []
-    for f in decode_fields():
-        value = settings.get(config_key(f))
-        if value is not None:
-            flags += [f.metadata["flag"], str(value)]
-    return flags
+    """``settings`` (a config's ``decode`` section) as the search flags of ``translate``."""
+    return command_flags(DecodeOptions, settings)
+
+
+def train_flags(settings: dict[str, Any]) -> list[str]:
+    """``settings`` (config keys: ``train``'s, ``steps``, ``checkpoint_interval``,
+    ``average_last``) as the recipe flags of ``transformer-core train``."""
+    return command_flags(TrainConfig, settings)

@@ -9,6 +9,8 @@ inside ``run`` so ``transformer-core --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from typing import Any
 
 from transformer_core.config import (
     COMPILE_MODES,
@@ -81,6 +83,28 @@ def add_inference_arguments(
     add_device_arguments(parser, precision_default, precision_note)
 
 
+def add_option(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    f: dataclasses.Field,
+    default: Any,
+    shown: str,
+) -> None:
+    """The flag of a flagged settings field (``config.option``): its type, choices, metavar
+    and help from the field, ``default`` as parsed, ``shown`` as the help's default."""
+    meta = f.metadata
+    choices = meta.get("choices")
+    metavar = None if choices else meta["flag"].removeprefix("--").upper().replace("-", "_")
+    parser.add_argument(
+        meta["flag"],
+        dest=f.name,
+        metavar=meta.get("metavar", metavar),
+        type=meta.get("type", type(f.default)),
+        choices=choices,
+        default=default,
+        help=f"{meta['help']} (default: {shown})",
+    )
+
+
 def add_decode_arguments(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup, defaults: DecodeOptions | None = None
 ) -> None:
@@ -88,17 +112,8 @@ def add_decode_arguments(
     with its help and its value in ``defaults`` (default: the paper's translation search)."""
     defaults = defaults or DecodeOptions()
     for f in decode_fields():
-        meta, default = f.metadata, getattr(defaults, f.name)
-        choices = meta.get("choices")
-        parser.add_argument(
-            meta["flag"],
-            dest=f.name,
-            metavar=None if choices else meta["flag"].removeprefix("--").upper().replace("-", "_"),
-            type=meta.get("type", type(f.default)),
-            choices=choices,
-            default=default,
-            help=f"{meta['help']} (default: {'off' if default is None else default})",
-        )
+        default = getattr(defaults, f.name)
+        add_option(parser, f, default, "off" if default is None else str(default))
 
 
 def decode_options(args: argparse.Namespace) -> DecodeOptions:
@@ -119,18 +134,6 @@ def add_compile_argument(
         "(docs/gpu.md, 'Compilation'); the first batches of new shapes pay the compilation "
         "(default: auto)",
     )
-
-
-def seed(text: str) -> int:
-    """argparse type of every --seed: an integer from 0 to 2^32-1 (numpy's and sacreBLEU's
-    range), refused at parse time with the option's name rather than after the work."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(f"{value} is outside 0 to 2^32-1")
-    return value
 
 
 def check_outputs(

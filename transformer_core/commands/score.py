@@ -7,7 +7,7 @@ import gzip
 import json
 
 from transformer_core.bleu import score_files
-from transformer_core.commands import seed
+from transformer_core.config import parse_seed
 from transformer_core.errors import UserError
 from transformer_core.files import atomic_write_text, check_input_file, check_output
 from transformer_core.significance import RESAMPLES, SEED, score_intervals
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--bootstrap-seed",
-        type=seed,
+        type=parse_seed,
         default=SEED,
         help=f"seed of sacreBLEU's bootstrap (its SACREBLEU_SEED; default: {SEED})",
     )

@@ -12,7 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from transformer_core.commands import check_outputs, seed
+from transformer_core.commands import check_outputs
+from transformer_core.config import parse_seed
 
 HELP = "train a joint sentencepiece BPE model on a bounded sample; encode and decode text"
 
@@ -35,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=10_000_000,
         help="train on at most this many random lines",
     )
-    train.add_argument("--seed", type=seed, default=0, help="seed of the line sample")
+    train.add_argument("--seed", type=parse_seed, default=0, help="seed of the line sample")
     train.add_argument("--character-coverage", type=float, default=1.0)
     train.add_argument("--threads", type=int, help="training threads (default: all cores)")
     train.add_argument(

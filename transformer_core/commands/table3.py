@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_core.commands import check_outputs, seed
+from transformer_core.commands import check_outputs
+from transformer_core.config import parse_seed
 from transformer_core.significance import RESAMPLES, SEED
 
 HELP = "Assemble Table 3 from per-row CSVs (paper row order) with deltas against base, p-values and a markdown twin."
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--bootstrap-seed",
-        type=seed,
+        type=parse_seed,
         default=SEED,
         help=f"seed of sacreBLEU's paired bootstrap test (default: {SEED})",
     )

@@ -12,17 +12,34 @@ summary.json and last.pt.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from transformer_core.commands import add_compile_argument, add_device_arguments, seed
+from transformer_core.commands import add_compile_argument, add_device_arguments, add_option
+from transformer_core.config import TrainConfig, flagged_fields
 
 HELP = "Train a Transformer (Adam, warmup + inverse-sqrt schedule, label smoothing, DDP under torchrun)."
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    # Help shows the defaults from their one source: TrainConfig (config.py is torch-free).
-    from transformer_core.config import TrainConfig
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """The recipe flags of `train`: one per flagged ``TrainConfig`` field. They parse to None
+    when left out, so the experiment's preset decides (``TrainConfig.for_experiment``); the
+    help shows base's value and big's where it differs."""
+    base, big = TrainConfig.for_experiment("base"), TrainConfig.for_experiment("big")
+    for f in flagged_fields(TrainConfig):
+        shown, other = getattr(base, f.name), getattr(big, f.name)
+        if other != shown:
+            shown = f"the experiment's: {shown} for base and Table 3's rows, {other} for big"
+        add_option(parser, f, None, str(shown))
 
-    paper, big = TrainConfig(), TrainConfig.for_experiment("big")
+
+def train_config(args: argparse.Namespace, **settings: Any) -> TrainConfig:
+    """The ``TrainConfig`` of ``args.experiment`` with ``add_train_arguments``' flags and
+    ``settings`` (device, precision, threads, compile) where given."""
+    flags = {f.name: getattr(args, f.name) for f in flagged_fields(TrainConfig)}
+    return TrainConfig.for_experiment(args.experiment, **flags, **settings)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train", required=True, metavar="PREFIX", help="binarized training split")
     parser.add_argument(
         "--dev",
@@ -45,49 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a model config field, e.g. --set d_model=256 (repeatable)",
     )
-    parser.add_argument(
-        "--steps",
-        type=int,
-        help=f"optimizer steps (default: the experiment's, {paper.steps:,} base, {big.steps:,} big)",
-    )
-    parser.add_argument(
-        "--max-tokens",
-        type=int,
-        help=f"tokens per micro-batch per device, per side, padding included (default: {paper.max_tokens})",
-    )
-    parser.add_argument(
-        "--tokens-per-step",
-        type=int,
-        help="target tokens per optimizer step over all devices; gradients are accumulated "
-        f"over ceil(this / (max-tokens x devices)) micro-batches (default: {paper.tokens_per_step})",
-    )
-    parser.add_argument(
-        "--warmup", type=int, help=f"warmup steps of the schedule (default: {paper.warmup})"
-    )
-    parser.add_argument(
-        "--lr-scale",
-        type=float,
-        help="multiplies the paper's learning rate d_model^-0.5 min(step^-0.5, step warmup^-1.5) "
-        f"(default: {paper.lr_scale}, the paper; short smoke runs of tiny models may use another)",
-    )
-    parser.add_argument(
-        "--checkpoint-interval",
-        type=int,
-        metavar="K",
-        help=f"checkpoint every K steps (default: {paper.checkpoint_interval}; "
-        f"{big.checkpoint_interval} for big), and always at the end",
-    )
-    parser.add_argument(
-        "--keep-last",
-        type=int,
-        metavar="M",
-        help=f"keep the newest M checkpoints (default: {paper.keep_last}; {big.keep_last} for big)",
-    )
-    parser.add_argument(
-        "--seed",
-        type=seed,
-        help=f"random seed (default: {paper.seed}; rank r uses seed + r for dropout)",
-    )
+    add_train_arguments(parser)
     parser.add_argument(
         "--resume",
         action="store_true",
@@ -101,12 +76,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --resume: move a run made with other settings (model, data, trajectory) "
         "to RUN_DIR/superseded/N/ and start over instead of stopping (the workflow's mode)",
     )
-    parser.add_argument(
-        "--log-interval",
-        type=int,
-        metavar="L",
-        help=f"log every L steps (default: {paper.log_interval})",
-    )
     add_device_arguments(parser, None, "; training keeps fp32 master weights, loss and optimizer")
     add_compile_argument(
         parser, "the encoder and decoder stacks (the fused loss stays eager)", default=None
@@ -114,21 +83,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from transformer_core.config import TrainConfig, parse_overrides
+    from transformer_core.config import parse_overrides
     from transformer_core.train import train
 
     overrides = parse_overrides(args.set)
-    cfg = TrainConfig.for_experiment(
-        args.experiment,
-        steps=args.steps,
-        max_tokens=args.max_tokens,
-        tokens_per_step=args.tokens_per_step,
-        warmup=args.warmup,
-        lr_scale=args.lr_scale,
-        checkpoint_interval=args.checkpoint_interval,
-        keep_last=args.keep_last,
-        seed=args.seed,
-        log_interval=args.log_interval,
+    cfg = train_config(
+        args,
         precision=args.precision,
         device=args.device,
         num_threads=args.num_threads,

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from transformer_core.commands import check_outputs, seed
+from transformer_core.commands import check_outputs
+from transformer_core.config import parse_seed
 from transformer_core.errors import UserError
 from transformer_core.files import atomic_open, read_lines
 
@@ -50,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     smoke.add_argument("--out", required=True, help="output folder")
     _linearization(smoke)
-    smoke.add_argument("--seed", type=seed, default=0, help="random seed (default: 0)")
+    smoke.add_argument("--seed", type=parse_seed, default=0, help="random seed (default: 0)")
     smoke.add_argument("--train", type=int, default=3000, help="training trees (default: 3000)")
     smoke.add_argument("--dev", type=int, default=250, help="dev trees (default: 250)")
     smoke.add_argument("--test", type=int, default=250, help="test trees (default: 250)")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformer_core.config import decode_flags
+from transformer_core.config import decode_flags, train_flags
 from transformer_core.errors import ConfigError
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
 from transformer_core.workflow_plan.data import is_parsing
@@ -107,24 +107,24 @@ class RunPlan:
         return settings.get("steps") or scaled_steps(exp, self.config["scale_rule"]["step_divisor"])
 
     def train_args(self, pair: str, run: str) -> list[Any]:
-        """The run's `transformer-core train` options: the scaled experiment, its recipe, seed."""
+        """The run's `transformer-core train` options: the scaled experiment, its recipe
+        (``config.train_flags``: one flag per TrainConfig field), seed, precision, compile."""
         exp, seed = self.split_run(run)
-        settings, train = self.checkpointing(pair, exp), self.training_recipe(pair)
+        recipe = {
+            **self.training_recipe(pair),
+            **self.checkpointing(pair, exp),
+            "steps": self.steps(pair, exp),
+            "seed": seed,
+        }
         sets = [
             arg
             for key, value in self.model_overrides(pair, exp).items()
             for arg in ("--set", f"{key}={value}")
         ]
         return [
-            "--experiment", exp, *sets,
-            "--steps", self.steps(pair, exp),
-            "--tokens-per-step", train["tokens_per_step"], "--max-tokens", train["max_tokens"],
-            "--warmup", train["warmup"], "--lr-scale", train.get("lr_scale", 1.0),
-            "--seed", seed, "--log-interval", train.get("log_interval", 100),
-            "--precision", train.get("precision", "auto"),
-            "--compile", on_off(train.get("compile", "auto")),
-            "--checkpoint-interval", settings["checkpoint_interval"],
-            "--keep-last", settings["average_last"],
+            "--experiment", exp, *sets, *train_flags(recipe),
+            "--precision", recipe["precision"],
+            "--compile", on_off(recipe["compile"]),
         ]  # fmt: skip
 
     # --- decoding ----------------------------------------------------------------------------
