@@ -9,9 +9,12 @@ import pytest
 
 from transformer_core import paper
 from transformer_core.config import (
+    AUTO,
     BASE,
     BIG,
+    COMPILE_MODES,
     PARSING_SEARCH,
+    PRECISIONS,
     TABLE3_ROWS,
     ModelConfig,
     TrainConfig,
@@ -243,3 +246,22 @@ def test_train_config_and_the_schema_agree_field_by_field():
                                                        "--experiment", "big"]))  # fmt: skip
     assert left_out == TrainConfig.for_experiment("big")
     assert (left_out.steps, left_out.keep_last) == (300_000, 20)
+
+
+def test_the_schemas_device_settings_are_the_commands():
+    """The schema's precision and compile keys (train, decode, table4.decode) allow the
+    commands' choices, with AUTO, TrainConfig's default, as their default (YAML's on/off
+    booleans are the compile words, workflow_plan.on_off)."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    schema = yaml.safe_load((root / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    props = schema["properties"]
+    sections = [props["train"], props["decode"], props["table4"]["properties"]["decode"]]
+    for section in sections:
+        precision, compile_ = section["properties"]["precision"], section["properties"]["compile"]
+        assert tuple(precision["enum"]) == PRECISIONS and precision["default"] == AUTO
+        assert tuple(compile_["enum"]) == (*COMPILE_MODES, True, False)
+        assert compile_["default"] == AUTO
+    assert TrainConfig().precision == TrainConfig().compile == TrainConfig().device == AUTO
+    assert {setting["default"] for setting in props["threads"]["properties"].values()} == {AUTO}

@@ -17,15 +17,19 @@ from typing import Any
 
 from transformer_core.errors import ConfigError, UserError
 
-DEVICES = ("auto", "cpu", "cuda")  # device.resolve_device says what each means
-PRECISIONS = ("auto", "fp32", "bf16")  # device.autocast_dtype says what each means
+# "Let the hardware decide": the default of the device, precision and compile settings, and
+# of the workflow's thread counts; each setting's module says what it decides.
+AUTO = "auto"
+DEVICES = (AUTO, "cpu", "cuda")  # device.resolve_device says what each means
+PRECISIONS = (AUTO, "fp32", "bf16")  # device.autocast_dtype says what each means
 QUANTIZE_MODES = ("off", "int8")  # translate --quantize: quantize.int8_model
 # transformer-core export: the engines, and the CPU weight types of CTranslate2's converter
 # (int8 and int16 quantize the matrices, activations are quantized at run time).
 EXPORT_FORMATS = ("ctranslate2",)
 EXPORT_QUANTIZATIONS = ("float32", "int8", "int16")
-COMPILE_MODES = ("auto", "on", "off")  # device.use_compile says what each means
+COMPILE_MODES = (AUTO, "on", "off")  # device.use_compile says what each means
 INFERENCE_MAX_TOKENS = 4096  # tokens per batch of decoding and of `ppl`: speed and memory only
+SPM_SAMPLE_SIZE = 10_000_000  # lines sentencepiece trains on at most (bounds its memory)
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
 INITIALIZATIONS = ("xavier", "normal")
@@ -310,10 +314,10 @@ class TrainConfig:
         1, "--seed", "random seed (rank r uses seed + r for dropout)", type=parse_seed
     )
     log_interval: int = option(100, "--log-interval", "log every L steps", metavar="L")
-    precision: str = "auto"  # auto | fp32 | bf16
-    device: str = "auto"  # auto | cpu | cuda
+    precision: str = AUTO  # auto | fp32 | bf16
+    device: str = AUTO  # auto | cpu | cuda
     num_threads: int | None = None  # torch CPU threads; None leaves torch's default
-    compile: str = "auto"  # auto | on | off: torch.compile of the model (device.use_compile)
+    compile: str = AUTO  # auto | on | off: torch.compile of the model (device.use_compile)
 
     # Settings that change the trajectory: a resumed run must use the same values.
     TRAJECTORY = (

@@ -16,15 +16,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from transformer_core.config import COMPILE_MODES, DEVICES, PRECISIONS
+from transformer_core.config import AUTO, COMPILE_MODES, DEVICES, PRECISIONS
 from transformer_core.errors import UserError
 
 
-def resolve_device(name: str = "auto", local_rank: int = 0) -> torch.device:
+def resolve_device(name: str = AUTO, local_rank: int = 0) -> torch.device:
     """``auto`` is the local rank's GPU when CUDA is available, else the CPU."""
     if name not in DEVICES:
         raise UserError(f"--device must be one of {', '.join(DEVICES)}, got {name!r}")
-    if name == "auto":
+    if name == AUTO:
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda":
         if not torch.cuda.is_available():
@@ -71,7 +71,7 @@ def use_compile(device: torch.device, mode: str, what: str) -> bool:
     """
     if mode not in COMPILE_MODES:
         raise UserError(f"--compile must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
-    return device.type in COMPILE_BY_DEFAULT[what] if mode == "auto" else mode == "on"
+    return device.type in COMPILE_BY_DEFAULT[what] if mode == AUTO else mode == "on"
 
 
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -109,7 +109,7 @@ def native_bf16(device: torch.device) -> bool:
     return device.type == "cpu" and cpu_has_native_bf16()
 
 
-def autocast_dtype(device: torch.device, precision: str = "auto") -> torch.dtype | None:
+def autocast_dtype(device: torch.device, precision: str = AUTO) -> torch.dtype | None:
     """The autocast dtype, or None for plain fp32. ``auto``: bf16 where native, fp32 elsewhere."""
     if precision not in PRECISIONS:
         raise UserError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")

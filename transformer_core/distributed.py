@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from transformer_core.config import AUTO
 from transformer_core.device import choose_attention_backends, resolve_device
 from transformer_core.errors import UserError
 
@@ -57,7 +58,7 @@ def _env_int(name: str, default: int) -> int:
         raise UserError(f"environment variable {name}={value!r} is not an integer") from None
 
 
-def setup(device_name: str = "auto") -> DistContext:
+def setup(device_name: str = AUTO) -> DistContext:
     """Join the process group torchrun describes (if any) and pick this rank's device."""
     world_size = _env_int("WORLD_SIZE", 1)
     rank = _env_int("RANK", 0)

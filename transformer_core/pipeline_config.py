@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from transformer_core.config import TABLE3_ROWS, ModelConfig, config_key, decode_fields
+from transformer_core.config import AUTO, TABLE3_ROWS, ModelConfig, config_key, decode_fields
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.parsing.corpora import wsj_section_files
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
@@ -139,7 +139,7 @@ def job_threads(setting: int | str, cores: int | None) -> int:
     """The threads a job asks Snakemake for: ``threads.<rule>`` as a number, or for ``auto``
     every core Snakemake has (``workflow.cores``: --cores, or the CPUs of a cluster job's
     allocation), which it then lowers to what it gives the job."""
-    if setting == "auto":
+    if setting == AUTO:
         return max(1, cores or 1)
     return int(setting)
 

@@ -13,6 +13,7 @@ import dataclasses
 from typing import Any
 
 from transformer_core.config import (
+    AUTO,
     COMPILE_MODES,
     DEVICES,
     INFERENCE_MAX_TOKENS,
@@ -30,7 +31,7 @@ PRECISION_HELP = (
 
 def add_device_arguments(
     parser: argparse.ArgumentParser,
-    precision_default: str | None = "auto",
+    precision_default: str | None = AUTO,
     precision_note: str = "",
 ) -> None:
     """--device, --precision and --num-threads of every command that runs a model.
@@ -38,8 +39,8 @@ def add_device_arguments(
     ``precision_default`` None leaves --device and --precision to the command's
     config (``train``: TrainConfig), which defaults to auto.
     """
-    add_device_and_threads(parser, "auto" if precision_default else None)
-    shown = precision_default or "auto"
+    add_device_and_threads(parser, AUTO if precision_default else None)
+    shown = precision_default or AUTO
     parser.add_argument(
         "--precision",
         choices=PRECISIONS,
@@ -122,7 +123,7 @@ def decode_options(args: argparse.Namespace) -> DecodeOptions:
 
 
 def add_compile_argument(
-    parser: argparse.ArgumentParser, what: str, default: str | None = "auto"
+    parser: argparse.ArgumentParser, what: str, default: str | None = AUTO
 ) -> None:
     """--compile of the commands that train or decode (``device.use_compile``); ``default``
     None leaves it to the command's config (``train``: TrainConfig, auto)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from transformer_core.commands import add_device_and_threads
+from transformer_core.config import AUTO
 
 HELP = "Draw the paper's Figures 3-5: encoder self-attention of a trained model on its example sentences."
 
@@ -29,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="draw even if the checkpoint's data was encoded with another sentencepiece model",
     )
-    add_device_and_threads(parser, "auto")
+    add_device_and_threads(parser, AUTO)
 
 
 def run(args: argparse.Namespace) -> int:

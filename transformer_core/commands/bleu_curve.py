@@ -11,6 +11,7 @@ from transformer_core.commands import (
     add_inference_arguments,
     decode_options,
 )
+from transformer_core.config import AUTO
 
 HELP = (
     "Decode the dev set with a run's kept checkpoints and score each: BLEU against training steps."
@@ -36,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser,
         "source tokens",
         "decode even though the checkpoints record another sentencepiece model than --spm",
-        "auto",
+        AUTO,
         "; scores stay fp32",
     )
     add_compile_argument(parser, "the encoder and the decoder's steps")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from transformer_core.commands import check_outputs
-from transformer_core.config import parse_seed
+from transformer_core.config import SPM_SAMPLE_SIZE, parse_seed
 
 HELP = "train a joint sentencepiece BPE model on a bounded sample; encode and decode text"
 
@@ -33,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     train.add_argument(
         "--sample-size",
         type=int,
-        default=10_000_000,
-        help="train on at most this many random lines",
+        default=SPM_SAMPLE_SIZE,
+        help=f"train on at most this many random lines (default: {SPM_SAMPLE_SIZE:,})",
     )
     train.add_argument("--seed", type=parse_seed, default=0, help="seed of the line sample")
     train.add_argument("--character-coverage", type=float, default=1.0)

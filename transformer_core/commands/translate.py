@@ -11,7 +11,7 @@ from transformer_core.commands import (
     add_inference_arguments,
     decode_options,
 )
-from transformer_core.config import QUANTIZE_MODES
+from transformer_core.config import AUTO, QUANTIZE_MODES
 
 HELP = "Decode a text file line by line with beam search (sentencepiece in and out, order kept)."
 
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "source tokens",
         "decode even though the checkpoint records another sentencepiece model "
         "(its sha256) than --spm",
-        "auto",
+        AUTO,
         "; scores stay fp32",
     )
     add_compile_argument(parser, "the encoder and the decoder's steps")
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.output, "--output")  # before the decode, not after it
     check_input_file(args.input, "--input")
     int8 = args.quantize == "int8"
-    precision = "fp32" if int8 and args.precision == "auto" else args.precision
+    precision = "fp32" if int8 and args.precision == AUTO else args.precision
     device, autocast = setup_device(args.device, precision, args.num_threads)
     if int8:
         check_int8_device(device, autocast)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import sentencepiece as spm
 
+from transformer_core.config import SPM_SAMPLE_SIZE
 from transformer_core.data.fetch import open_text
 from transformer_core.data.progress import Progress
 from transformer_core.errors import UserError
@@ -84,7 +85,7 @@ def train(
     inputs: Sequence[str | os.PathLike],
     vocab_size: int,
     model_prefix: str | os.PathLike,
-    sample_size: int = 10_000_000,
+    sample_size: int = SPM_SAMPLE_SIZE,
     seed: int = 0,
     character_coverage: float = 1.0,
     threads: int | None = None,

@@ -25,7 +25,6 @@ from transformer_core.pipeline_config import PARSING_PAIRS, table4_unavailable
 BINARIZED_SUFFIXES = (".json",) + tuple(
     str(path) for key, path in split_files("").items() if key != "json"
 )
-SPM_SAMPLE_SIZE = 10_000_000  # sentences sentencepiece samples, unless pairs.<pair> says
 
 
 def languages(pair: str) -> list[str]:
@@ -109,15 +108,15 @@ class DataPlan:
             return self.table4["vocab_size"]
         return self.config["pairs"][pair]["vocab_size"]
 
-    def spm_options(self, pair: str) -> list[str]:
-        """`spm train` options beyond the vocabulary size: the parsing runs' script splitting."""
-        if is_parsing(pair) and not self.table4["split_by_unicode_script"]:
-            return ["--no-split-by-unicode-script"]
-        return []
-
-    def spm_sample_size(self, pair: str) -> int:
-        settings = {} if is_parsing(pair) else self.config["pairs"][pair]
-        return settings.get("spm_sample_size", SPM_SAMPLE_SIZE)
+    def spm_options(self, pair: str) -> list[Any]:
+        """`spm train` options beyond the vocabulary size: the pair's sample size where it
+        sets one, and the parsing runs' script splitting."""
+        if is_parsing(pair):
+            return (
+                [] if self.table4["split_by_unicode_script"] else ["--no-split-by-unicode-script"]
+            )
+        size = self.config["pairs"][pair].get("spm_sample_size")
+        return [] if size is None else ["--sample-size", size]
 
     # --- shards ------------------------------------------------------------------------------
 

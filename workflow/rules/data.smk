@@ -120,12 +120,11 @@ rule spm_train:
         ENV
     params:
         vocab_size=lambda w: DATA.vocab_size(w.pair),
-        sample_size=lambda w: DATA.spm_sample_size(w.pair),
         prefix=output_prefix(".model"),
         options=lambda w: DATA.spm_options(w.pair),
     shell:
         "transformer-core spm train --input {input:q} --vocab-size {params.vocab_size:q}"
-        " --sample-size {params.sample_size:q} --model-prefix {params.prefix:q}"
+        " --model-prefix {params.prefix:q}"
         " {params.options:q} > {log:q} 2>&1"
 
 
