@@ -5,6 +5,7 @@ import torch
 from conftest import tiny_config, tiny_model
 from torch import nn
 
+import transformer_core.model as model_module
 from transformer_core.model import (
     PositionBuffer,
     Transformer,
@@ -189,6 +190,52 @@ def test_matmul_attention_equals_sdpa_with_a_padding_mask():
     mask[1, ..., 5:] = False
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     torch.testing.assert_close(matmul_attention(q, k, v, mask), expected, atol=1e-6, rtol=0)
+    square = [t.clone().requires_grad_() for t in (q, k[:, :, :4], v[:, :, :4])]
+    causal = matmul_attention(*square, is_causal=True)
+    fused = [t.detach().clone().requires_grad_() for t in square]
+    expected = torch.nn.functional.scaled_dot_product_attention(*fused, is_causal=True)
+    torch.testing.assert_close(causal, expected, atol=1e-6, rtol=0)
+    causal.square().sum().backward()
+    expected.square().sum().backward()
+    for ours, theirs in zip(square, fused, strict=True):
+        torch.testing.assert_close(ours.grad, theirs.grad, atol=1e-5, rtol=0)
+
+
+def test_bf16_training_on_cpu_takes_matmul_attention_up_to_its_key_limit(monkeypatch):
+    """Under bf16 autocast on a CPU, attention over at most CPU_BF16_MATMUL_MAX_KEYS keys runs
+    as batched matmuls (SDPA's bf16 kernel makes a call per sentence and head), longer keys
+    and fp32 through SDPA; the loss and gradients agree with SDPA's within bf16 rounding."""
+    calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(
+        model_module.F,
+        "scaled_dot_product_attention",
+        lambda q, k, *args, **kwargs: calls.append(k.size(-2)) or sdpa(q, k, *args, **kwargs),
+    )
+    model = tiny_model(TINY).eval()  # no dropout: the runs compare
+    src, tgt = random_batch(TINY, tgt_len=6)
+    src[1, 3:] = TINY.pad_id
+
+    def loss_and_grads(**autocast):
+        model.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, **autocast):
+            loss = model(src, tgt).float().logsumexp(-1).mean()
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+    loss, grads = loss_and_grads()
+    assert calls == []  # every attention of the tiny batch: matmuls
+    monkeypatch.setattr(model_module, "CPU_BF16_MATMUL_MAX_KEYS", 4)
+    fused_loss, fused_grads = loss_and_grads()
+    assert sorted(set(calls)) == sorted({src.size(1), tgt.size(1)})  # over 4 keys: SDPA
+    torch.testing.assert_close(loss, fused_loss, atol=2e-2, rtol=0)
+    for ours, theirs in zip(grads, fused_grads, strict=True):
+        torch.testing.assert_close(ours, theirs, atol=3e-2, rtol=5e-2)
+    fused_calls = len(calls)
+    calls.clear()
+    monkeypatch.setattr(model_module, "CPU_BF16_MATMUL_MAX_KEYS", 10**6)
+    loss_and_grads(enabled=False)  # fp32: SDPA whatever the length
+    assert len(calls) == fused_calls > 0
 
 
 def test_beam_rows_share_their_sentence_encoder_cache():

@@ -5,7 +5,8 @@ layer norm after either stack. One embedding matrix is shared by the source,
 the target and the pre-softmax projection, and is multiplied by sqrt(d_model)
 at the input. Dropout is applied to the embedding+position sums and to every
 sub-layer output. Attention runs through torch's fused
-``scaled_dot_product_attention``.
+``scaled_dot_product_attention``, except where plain matmuls were measured faster on CPUs
+(``MultiHeadAttention.attend``).
 
 Contract used by the rest of the pipeline:
 ``Transformer(cfg)``; ``model(src_tokens, tgt_in_tokens)`` returns logits of
@@ -28,6 +29,12 @@ from torch import Tensor, nn
 from transformer_core.config import ModelConfig
 
 LAYER_NORM_EPS = 1e-6  # tensor2tensor's value
+# On CPUs, torch's fused attention in bf16 runs one small oneDNN matrix product per sentence,
+# head and block: at translation lengths thousands of calls a step, whose overhead, not their
+# arithmetic, is the time. Batched matmuls make one call each: forward and backward 6.8 times
+# faster at Multi30k's shape (130 sentences of 15 tokens), 1.4 at 16 of 128 keys, slower from
+# 200 keys on, where the weights the fused kernel never forms grow large (docs/bf16.md).
+CPU_BF16_MATMUL_MAX_KEYS = 128
 
 
 def sinusoidal_encoding(length: int, d_model: int) -> Tensor:
@@ -42,12 +49,18 @@ def sinusoidal_encoding(length: int, d_model: int) -> Tensor:
     return table
 
 
-def matmul_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
-    """softmax(q k^T / sqrt(d_k)) v, masked where ``mask`` is False: the arithmetic of SDPA."""
+def matmul_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, is_causal: bool = False
+) -> Tensor:
+    """softmax(q k^T / sqrt(d_k)) v, masked where ``mask`` is False and, with ``is_causal``,
+    above the diagonal: the arithmetic of SDPA, its softmax computed in fp32 as SDPA's is."""
     weights = torch.matmul(q, k.transpose(-2, -1)) * q.size(-1) ** -0.5
     if mask is not None:
         weights = weights.masked_fill(~mask, -math.inf)
-    return torch.matmul(torch.softmax(weights, dim=-1), v)
+    if is_causal:
+        future = torch.ones(weights.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
+        weights = weights.masked_fill(future, -math.inf)
+    return torch.matmul(torch.softmax(weights, dim=-1, dtype=torch.float32).to(v.dtype), v)
 
 
 class MultiHeadAttention(nn.Module):
@@ -86,12 +99,15 @@ class MultiHeadAttention(nn.Module):
         """Scaled dot-product attention of ``query`` (B, T, d_model) over projected k, v.
 
         ``mask`` is boolean, broadcastable to (B, h, T, S), True where attention is allowed.
-        ``decoding`` marks a decoding step (a few queries against cached keys): on CPU it
-        runs as plain matmuls, several times faster than SDPA's CPU kernel at those shapes.
+        On CPUs plain matmuls replace SDPA where they were measured faster: a decoding step
+        (``decoding``: a few queries against cached keys), and bf16 (autocast) up to
+        ``CPU_BF16_MATMUL_MAX_KEYS`` keys.
         """
         q = self.split_heads(self.w_q(query), self.d_k)  # (B, h, T, d_k)
-        if decoding and q.device.type == "cpu":
-            out = matmul_attention(q, k, v, mask)
+        if q.device.type == "cpu" and (
+            decoding or (q.dtype == torch.bfloat16 and k.size(-2) <= CPU_BF16_MATMUL_MAX_KEYS)
+        ):
+            out = matmul_attention(q, k, v, mask, is_causal)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
         batch, _, length, _ = out.shape  # out: (B, h, T, d_v)
