@@ -27,13 +27,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_core.config import ModelConfig
+from transformer_core.dropout import Dropout
 
 LAYER_NORM_EPS = 1e-6  # tensor2tensor's value
 # On CPUs, torch's fused attention in bf16 runs one small oneDNN matrix product per sentence,
 # head and block: at translation lengths thousands of calls a step, whose overhead, not their
-# arithmetic, is the time. Batched matmuls make one call each: forward and backward 6.8 times
-# faster at Multi30k's shape (130 sentences of 15 tokens), 1.4 at 16 of 128 keys, slower from
-# 200 keys on, where the weights the fused kernel never forms grow large (docs/bf16.md).
+# arithmetic, is the time. Batched matmuls make one call each: forward and backward 5.7 times
+# faster at Multi30k's shape (130 sentences of 15 tokens), 1.3 at 16 of 128 keys, slower from
+# 200 keys on, where the weights the fused kernel never forms grow large (docs/bf16.md,
+# bench/bench_cpu_kernels.py). In fp32 the fused kernel is the faster at every shape.
 CPU_BF16_MATMUL_MAX_KEYS = 128
 
 
@@ -156,7 +158,7 @@ class EncoderLayer(nn.Module):
         self.feed_forward = PositionwiseFeedForward(cfg.d_model, cfg.d_ff)
         self.norm_1 = nn.LayerNorm(cfg.d_model, eps=LAYER_NORM_EPS)
         self.norm_2 = nn.LayerNorm(cfg.d_model, eps=LAYER_NORM_EPS)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
         x = self.norm_1(x + self.dropout(self.self_attn(x, x, src_mask)))
@@ -234,7 +236,7 @@ class DecoderLayer(nn.Module):
         self.norm_1 = nn.LayerNorm(cfg.d_model, eps=LAYER_NORM_EPS)
         self.norm_2 = nn.LayerNorm(cfg.d_model, eps=LAYER_NORM_EPS)
         self.norm_3 = nn.LayerNorm(cfg.d_model, eps=LAYER_NORM_EPS)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
 
     def forward(self, y: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
         # Right padding plus the causal mask means real positions never see padding.
@@ -339,7 +341,7 @@ class Transformer(nn.Module):
             self.register_buffer(
                 "sinusoids", sinusoidal_encoding(cfg.max_positions, cfg.d_model), persistent=False
             )
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
         self.reset_parameters()
