@@ -38,9 +38,17 @@ def test_training_scales_the_kept_elements_and_routes_their_gradient():
     assert 0.7 < kept.float().mean().item() < 0.8
 
 
-def test_bf16_under_autocast_keeps_the_dtype():
-    x = torch.randn(8, 16, dtype=torch.bfloat16)
-    assert Dropout(0.1).train()(x).dtype == torch.bfloat16
+def test_bf16_keeps_its_dtype_and_scales_as_torch_does():
+    """The kept bf16 values are x / (1 - p) rounded once, as torch's dropout gives them (not
+    x times a bf16-rounded 1 / 0.9)."""
+    torch.manual_seed(4)
+    x = torch.randn(64, 64, dtype=torch.bfloat16, requires_grad=True)
+    out = Dropout(0.1).train()(x)
+    assert out.dtype == torch.bfloat16
+    kept = out != 0
+    torch.testing.assert_close(out[kept], (x * (1 / 0.9))[kept], atol=0, rtol=0)
+    out.float().sum().backward()
+    assert torch.equal(x.grad[kept], torch.full_like(x.grad[kept], 1 / 0.9))
 
 
 def test_eval_mode_and_p_zero_are_the_identity_and_seeds_repeat():

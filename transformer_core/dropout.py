@@ -49,8 +49,9 @@ class Dropout(nn.Module):
             return x
         if x.device.type != "cpu":
             return F.dropout(x, self.p, training=True)
-        scale = torch.full((), 1.0 / (1.0 - self.p), dtype=x.dtype)
-        return x * (keep_mask(x.shape, self.p, x.device).to(x.dtype) * scale)
+        # The scale stays a Python float, as torch's: a bf16 1/(1-p) would be 1.109375 for 1/0.9.
+        # In place on the masked copy, which autograd does not keep.
+        return x.mul(keep_mask(x.shape, self.p, x.device)).mul_(1.0 / (1.0 - self.p))
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
