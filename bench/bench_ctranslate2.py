@@ -40,10 +40,10 @@ import torch
 
 from bench.bench_checks import cpu_model
 from bench.bench_decode import marian_beam_search, marian_model, our_model
-from transformer_core.config import DecodeOptions
 from transformer_core.device import cpu_has_native_bf16, inference_model
 from transformer_core.export import SUPPRESSED_PIECES, ctranslate2_spec
 from transformer_core.search import beam_search
+from transformer_core.settings import DecodeOptions
 from transformer_core.translate import make_batches
 
 ROOT = Path(__file__).resolve().parents[1]

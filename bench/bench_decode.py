@@ -44,10 +44,11 @@ import torch
 
 from bench.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
 from bench.shared_data import SHARED_DATA
-from transformer_core.config import DecodeOptions, ModelConfig
+from transformer_core.config import ModelConfig
 from transformer_core.device import cpu_has_native_bf16, inference_model
 from transformer_core.model import Transformer
 from transformer_core.search import beam_search_nbest
+from transformer_core.settings import DecodeOptions
 from transformer_core.translate import translate_ids
 
 ROOT = Path(__file__).resolve().parents[1]

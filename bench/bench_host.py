@@ -74,12 +74,13 @@ from bench.bench_train import synthetic_corpus
 from transformer_core import device as device_module
 from transformer_core import loss as loss_module
 from transformer_core import model as model_module
-from transformer_core.config import DecodeOptions, ModelConfig, TrainConfig, model_config
+from transformer_core.config import ModelConfig, model_config
 from transformer_core.data.batching import TokenBucketSampler
 from transformer_core.device import inference_model
 from transformer_core.distributed import DistContext
 from transformer_core.model import Transformer
 from transformer_core.search import beam_search_nbest
+from transformer_core.settings import DecodeOptions, TrainConfig
 from transformer_core.translate import translate_ids
 
 ROOT = Path(__file__).resolve().parents[1]

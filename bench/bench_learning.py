@@ -135,8 +135,8 @@ def worker(spec: dict[str, Any]) -> None:
     """Train one variant in this process (``embedding_std`` re-draws the shared embedding)."""
     import torch
 
-    from transformer_core.config import TrainConfig
     from transformer_core.model import Transformer
+    from transformer_core.settings import TrainConfig
     from transformer_core.train import train
 
     if spec.get("embedding_std"):

@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
-from transformer_core.config import TrainConfig, model_config
+from transformer_core.config import model_config
 from transformer_core.data.batching import TokenBucketSampler, collate
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.data.dataset import ParallelDataset
@@ -57,6 +57,7 @@ from transformer_core.device import cpu_has_native_bf16
 from transformer_core.distributed import DistContext
 from transformer_core.flops import TokenCounts, device_spec, training_flops
 from transformer_core.model import count_parameters
+from transformer_core.settings import TrainConfig
 from transformer_core.train import device_name
 from transformer_core.trainer import Trainer
 

@@ -67,7 +67,8 @@ def test_hypothesis_chain_and_bleu_match_perl(system):
 
 
 def test_low_quote_is_left_alone_and_only_the_hypothesis_is_normalized():
-    # replace-unicode-punctuation.perl has no rule for „ (the old code mapped it to ").
+    # replace-unicode-punctuation.perl has no rule for „: it stays, where a mapping to " would
+    # differ from the script.
     assert replace_unicode_punctuation("„Endlich“ ging es…") == '„Endlich" ging es...'
     hyp = PaperTokenizer("de")(replace_unicode_punctuation("„Endlich“ ging es bergauf."))
     assert hyp == "„ Endlich &quot; ging es bergauf ."

@@ -13,22 +13,24 @@ from transformer_core.config import (
     BASE,
     BIG,
     COMPILE_MODES,
-    PARSING_SEARCH,
     PRECISIONS,
     TABLE3_ROWS,
     ModelConfig,
-    TrainConfig,
-    config_key,
-    decode_fields,
-    decode_flags,
     experiment,
-    flagged_fields,
     model_config,
-    train_flags,
 )
 from transformer_core.errors import ConfigError
 from transformer_core.params import parameter_table
 from transformer_core.parsing.trees import LINEARIZATIONS
+from transformer_core.settings import (
+    PARSING_SEARCH,
+    TrainConfig,
+    config_key,
+    decode_fields,
+    decode_flags,
+    flagged_fields,
+    train_flags,
+)
 
 
 @pytest.mark.parametrize(
@@ -156,7 +158,7 @@ def test_paper_configuration_agrees_with_the_library_defaults():
     values as their defaults (the CLI's). Each is read by its own caller, so this keeps them equal."""
     import yaml
 
-    from transformer_core.config import DecodeOptions, TrainConfig
+    from transformer_core.settings import DecodeOptions, TrainConfig
 
     config = yaml.safe_load(
         (Path(__file__).resolve().parents[1] / "config" / "config.yaml").read_text()

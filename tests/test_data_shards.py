@@ -18,9 +18,12 @@ from transformer_core.cli import main
 from transformer_core.data import bpe, shards
 from transformer_core.data.binarized import binarize, concatenate, read_header, split_files
 from transformer_core.data.dataset import ParallelDataset
-from transformer_core.data.prepare import PrepareSettings, prepare_corpus, prepare_shard
+from transformer_core.data.prepare import prepare_corpus, prepare_shard
 from transformer_core.data.progress import Progress, duration
 from transformer_core.errors import UserError
+from transformer_core.settings import PrepareSettings, SentencePieceSettings
+
+SAMPLE_2000 = SentencePieceSettings(sample_size=2000)
 
 WORDS = "the a house small river green walks sees finds old under near quickly".split()
 MOTS = "la le maison petit fleuve vert marche voit trouve vieux sous près vite".split()
@@ -72,7 +75,7 @@ def sharded_run(raw, count, out, spm_prefix):
         for side in ("src", "tgt"):
             texts[side].append(paths[side])
     report = shards.merge_reports(reports, [str(i) for i in range(count)])
-    model = bpe.train(texts["src"] + texts["tgt"], 200, spm_prefix, sample_size=2000, threads=1)
+    model = bpe.train(texts["src"] + texts["tgt"], 200, spm_prefix, SAMPLE_2000, threads=1)
     for suffix in (".model", ".vocab"):
         shutil.copy(f"{spm_prefix}{suffix}", out / f"spm{suffix}")
     parts = []
@@ -130,8 +133,8 @@ def test_shards_equal_the_unsharded_path(runs, tmp_path):
         assert report_1[key] == whole[key], key
     assert list(report_1)[: len(whole)] == list(whole)  # the report's format, keys in order
     assert (tmp_path / "p.src").read_bytes() == (prefix_1.parent / "0000-of-0001.src").read_bytes()
-    model = bpe.train([tmp_path / "p.src", tmp_path / "p.tgt"], 200, spm_prefix,
-                      sample_size=2000, threads=1)  # fmt: skip
+    model = bpe.train([tmp_path / "p.src", tmp_path / "p.tgt"], 200, spm_prefix, SAMPLE_2000,
+                      threads=1)  # fmt: skip
     assert model["model_sha256"] == model_1["model_sha256"]
     binarize(f"{spm_prefix}.model", tmp_path / "p.src", tmp_path / "p.tgt", tmp_path / "train")
     for key in ARRAYS:

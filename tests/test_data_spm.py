@@ -9,6 +9,9 @@ import sentencepiece as spm
 
 from transformer_core.data import bpe, smoke
 from transformer_core.errors import UserError
+from transformer_core.settings import SentencePieceSettings
+
+SAMPLE_4000 = SentencePieceSettings(sample_size=4000, seed=1)
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +25,7 @@ def corpus(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def model(corpus):
-    info = bpe.train(
-        [corpus / "train.en", corpus / "train.de"], 500, corpus / "bpe", sample_size=4000, seed=1
-    )
+    info = bpe.train([corpus / "train.en", corpus / "train.de"], 500, corpus / "bpe", SAMPLE_4000)
     return corpus / "bpe.model", info
 
 
@@ -61,8 +62,7 @@ def test_training_is_deterministic(corpus, model, tmp_path):
         [corpus / "train.en", corpus / "train.de"],
         500,
         tmp_path / "again",
-        sample_size=4000,
-        seed=1,
+        SAMPLE_4000,
     )
     assert (tmp_path / "again.vocab").read_bytes() == model[0].with_suffix(".vocab").read_bytes()
     first = (tmp_path / "again.model").read_bytes()
@@ -70,8 +70,7 @@ def test_training_is_deterministic(corpus, model, tmp_path):
         [corpus / "train.en", corpus / "train.de"],
         500,
         tmp_path / "again",
-        sample_size=4000,
-        seed=1,
+        SAMPLE_4000,
     )
     assert (tmp_path / "again.model").read_bytes() == first  # same command, same bytes
     assert sorted(p.name for p in tmp_path.iterdir()) == ["again.model", "again.vocab"]
@@ -79,7 +78,9 @@ def test_training_is_deterministic(corpus, model, tmp_path):
 
 def test_too_large_vocabulary_is_a_user_error(corpus, tmp_path):
     with pytest.raises(UserError, match="vocab_size 100000"):
-        bpe.train([corpus / "train.en"], 100_000, tmp_path / "m", sample_size=200)
+        bpe.train(
+            [corpus / "train.en"], 100_000, tmp_path / "m", SentencePieceSettings(sample_size=200)
+        )
     assert list(tmp_path.iterdir()) == []
 
 

@@ -9,12 +9,13 @@ from conftest import TRAIN_SHAPE, tiny_config, tiny_model
 from test_train import write_corpus
 from test_train_resume import kill_and_resume
 
-from transformer_core.config import TrainConfig, model_config
+from transformer_core.config import model_config
 from transformer_core.data.batching import collate
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.distributed import DistContext
 from transformer_core.model import Transformer
 from transformer_core.search import beam_search_nbest
+from transformer_core.settings import TrainConfig
 from transformer_core.trainer import LossModel, Trainer
 
 pytestmark = [

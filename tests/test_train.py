@@ -10,7 +10,7 @@ from conftest import TINY_SHAPE, TRAIN_SHAPE
 from transformer_core import run_dir
 from transformer_core.checkpoint import list_checkpoints, load_checkpoint, load_model
 from transformer_core.cli import main
-from transformer_core.config import ModelConfig, TrainConfig, model_config, parse_overrides
+from transformer_core.config import ModelConfig, model_config, parse_overrides
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.device import cpu_has_native_bf16
@@ -18,6 +18,7 @@ from transformer_core.distributed import DistContext
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.model import Transformer
 from transformer_core.perplexity import dataset_perplexity
+from transformer_core.settings import TrainConfig
 from transformer_core.train import train
 from transformer_core.trainer import LossModel, Trainer, TrainingDiverged
 
@@ -151,26 +152,22 @@ def test_run_dir_plans_nothing_to_do_resume_start_over_or_fresh(tmp_path):
         steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1, num_threads=1
     )
     summary = train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
-    paths = run_dir.RunPaths(tmp_path / "run")
-    previous = run_dir.open_run(paths, resume=True, restart_if_changed=True)
-    model_cfg = ModelConfig.from_dict(previous.payload["model_config"])
-    assert run_dir.plan_start(previous, model_cfg, cfg, None, True) == run_dir.Start(
-        "finished", summary=summary
-    )
+    folder = run_dir.RunDir(tmp_path / "run", resume=True, restart_if_changed=True)
+    model_cfg = ModelConfig.from_dict(folder.previous.payload["model_config"])
+    assert folder.decide(model_cfg, cfg, None) == run_dir.Start("finished", summary=summary)
     longer = TrainConfig(**{**cfg.to_dict(), "steps": 3})
-    resume = run_dir.plan_start(previous, model_cfg, longer, None, False)
+    resume = folder.decide(model_cfg, longer, None)
     assert resume.kind == "resume" and resume.payload["step"] == 2
-    assert resume.checkpoint == paths.checkpoints / "step_0000002.pt"
+    assert resume.checkpoint == folder.paths.checkpoints / "step_0000002.pt"
     other = model_cfg.replace(d_ff=32)
-    start_over = run_dir.plan_start(previous, other, cfg, None, True)
+    start_over = folder.decide(other, cfg, None)
     assert start_over.kind == "start_over" and "differs in d_ff" in start_over.why
+    strict = run_dir.RunDir(tmp_path / "run", resume=True, restart_if_changed=False)
     with pytest.raises(UserError, match="cannot resume from .*step_0000002.pt: its model config"):
-        run_dir.plan_start(previous, other, cfg, None, False)
-    fresh = run_dir.open_run(
-        run_dir.RunPaths(tmp_path / "new"), resume=True, restart_if_changed=False
-    )
-    assert fresh.payload is None
-    assert run_dir.plan_start(fresh, model_cfg, cfg, None, False) == run_dir.Start("fresh")
+        strict.decide(other, cfg, None)
+    fresh = run_dir.RunDir(tmp_path / "new", resume=True, restart_if_changed=False)
+    assert fresh.previous.payload is None
+    assert fresh.decide(model_cfg, cfg, None) == run_dir.Start("fresh")
 
 
 def test_restart_if_changed_moves_the_old_run_aside_and_retrains(tmp_path, capsys):
@@ -400,8 +397,8 @@ def test_trained_model_decodes_what_it_learned(tmp_path):
     """Learning and decoding end to end: a model trained to reverse its source, decoded by beam
     search, reverses held-out sources. A bug that stops learning, the source path or decoding fails it."""
     from transformer_core.checkpoint import load_model
-    from transformer_core.config import DecodeOptions
     from transformer_core.data.dataset import ParallelDataset
+    from transformer_core.settings import DecodeOptions
     from transformer_core.translate import translate_ids
 
     corpus = write_corpus(tmp_path / "train", n=400, vocab=20, min_len=3, max_len=6)

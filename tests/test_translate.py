@@ -12,9 +12,9 @@ from conftest import tiny_config, tiny_model, train_spm
 from transformer_core.checkpoint import save_checkpoint
 from transformer_core.cli import build_parser, main
 from transformer_core.commands import decode_options
-from transformer_core.config import DecodeOptions
 from transformer_core.errors import UserError
 from transformer_core.search import beam_search
+from transformer_core.settings import DecodeOptions
 from transformer_core.translate import check_vocabulary, make_batches
 
 WORDS = (

@@ -14,13 +14,14 @@ import pytest
 import torch
 from conftest import tiny_config, tiny_model
 
-from transformer_core.config import TrainConfig, model_config
+from transformer_core.config import model_config
 from transformer_core.data.batching import collate
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.distributed import DistContext
 from transformer_core.model import Transformer
 from transformer_core.search import beam_search_nbest
+from transformer_core.settings import TrainConfig
 from transformer_core.trainer import LossModel, Trainer
 
 SHAPE = dict(

@@ -131,12 +131,13 @@ def test_parsing_data_comes_from_the_treebank():
     assert data.spm_inputs("parse_treebank") == list(data.parallel_text("parse_treebank", "train"))
     sizes = {pair: data.vocab_size(pair) for pair in ("parse_semi", "parse_treebank", "en_fr")}
     assert sizes == {"parse_semi": 777, "parse_treebank": 1000, "en_fr": 300}
-    assert data.spm_options("parse_treebank") == data.spm_options("en_de") == []
+    assert data.spm_options("parse_treebank") == ["--split-by-unicode-script"]
+    assert data.spm_options("en_de") == []
     config["table4"]["split_by_unicode_script"] = False
     assert data.spm_options("parse_treebank") == ["--no-split-by-unicode-script"]
     assert data.spm_options("en_de") == []  # spm train's own sample size
     config["pairs"]["en_de"]["spm_sample_size"] = 5000
-    assert data.spm_options("en_de") == ["--sample-size", 5000]
+    assert data.spm_options("en_de") == ["--sample-size", "5000"]
     assert data.semi_supervised_file("tree") == "/corpus/train.tree"
     assert data.reference("en_fr", "dev") == "data/en_fr/raw/dev.fr"
     assert data.treebank_source() == []  # generated: nothing to watch

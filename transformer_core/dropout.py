@@ -8,7 +8,7 @@ dropout's forward and backward 1.5 ms instead of 3.3 (``python -m bench.bench_cp
 
 The distribution is dropout's: every element is dropped independently, with probability p
 rounded to a multiple of 2^-32 (``bernoulli_`` compares a float uniform, so it rounds p too),
-and kept elements are scaled by 1 / (1 - p). Seeding and resuming work as before: the draws
+and kept elements are scaled by 1 / (1 - p). Seeding and resuming work as with nn.Dropout: the draws
 come from torch's default CPU generator, whose state the checkpoints keep. The random stream
 is another, so a seed gives other masks than ``nn.Dropout`` would. GPUs keep torch's fused
 dropout kernel, which is fast there.

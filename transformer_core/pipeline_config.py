@@ -21,10 +21,11 @@ from typing import Any
 
 import yaml
 
-from transformer_core.config import AUTO, TABLE3_ROWS, ModelConfig, config_key, decode_fields
+from transformer_core.config import AUTO, TABLE3_ROWS, ModelConfig
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.parsing.corpora import wsj_section_files
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
+from transformer_core.settings import config_key, decode_fields
 
 MIRROR_SCHEMES = ("http", "https", "ftp", "file")
 PARSING_EXPERIMENT = "parsing"

@@ -14,17 +14,18 @@ finished run missing any of ``summary.json``, ``last.pt`` or ``metrics.jsonl`` (
 deletes a job's outputs before it reruns it, e.g. after its inputs were rebuilt) is
 resumed at its last step, which writes all three again without training another step.
 
-``train`` opens the directory in two steps, so that a mistake fails before the data
-is read and the device is set up:
+``RunDir`` is a session's hold on the folder, in the order ``train`` uses it, so that a
+mistake fails before the data is read and the device is set up:
 
-1. ``open_run`` (before the data is read) checks the flags against what the directory
-   holds and loads the newest checkpoint that can be resumed;
-2. ``plan_start`` (once the model config is known from the data) decides the ``Start``'s
-   kind: nothing to do (``finished``), ``resume``, ``start_over`` after moving the old run
-   aside (done by ``start_over`` on the device), or ``fresh``.
-
-Rank 0 then writes ``MetricsLog`` lines, ``write_checkpoint`` and, at the end,
-``finish`` (``last.pt`` and the ``run_summary``).
+1. ``RunDir(out_dir, resume, restart_if_changed)`` (before the data is read) checks the
+   flags against what the folder holds and loads the newest checkpoint that can be resumed;
+2. ``decide`` (once the model config is known from the data) is the resume decision, a
+   ``Start``: nothing to do (``finished``), ``resume``, ``start_over`` after moving the old
+   run aside, or ``fresh``;
+3. ``begin`` carries it out on the device's side: the old run moved aside, ``metrics.jsonl``
+   as it was at the resumed checkpoint;
+4. rank 0 then appends to the ``MetricsLog``, ``save``s each checkpoint and, at the end,
+   ``finish``es (``last.pt`` and the ``run_summary``).
 """
 
 from __future__ import annotations
@@ -49,11 +50,12 @@ from transformer_core.checkpoint import (
     save_checkpoint,
     tensor_bytes,
 )
-from transformer_core.config import ModelConfig, TrainConfig
+from transformer_core.config import ModelConfig
 from transformer_core.distributed import DistContext
 from transformer_core.errors import UserError
 from transformer_core.files import atomic_write_text
 from transformer_core.flops import TokenCounts, paper_method_cost, training_flops
+from transformer_core.settings import TrainConfig
 
 # What a checkpoint needs beyond the model to be continued exactly.
 TRAINING_STATE = ("train_config", "optimizer", "step", "rng", "data", "token_counts")
@@ -176,14 +178,14 @@ def supersede(paths: RunPaths) -> Path:
 
 @dataclass(frozen=True)
 class PreviousRun:
-    """What ``open_run`` found in a run directory."""
+    """What ``RunDir`` found in the folder when it opened it."""
 
     paths: RunPaths
     checkpoints: list[tuple[int, Path]]  # (step, path), oldest first; the newest is ``payload``'s
     payload: dict | None  # the newest checkpoint that loads (with ``resume`` only), else None
 
 
-def open_run(paths: RunPaths, resume: bool, restart_if_changed: bool) -> PreviousRun:
+def _open(paths: RunPaths, resume: bool, restart_if_changed: bool) -> PreviousRun:
     """The run already in ``paths``; a UserError when these flags must leave it alone.
 
     Without ``resume`` the directory must hold no checkpoint. With it, rank 0 first
@@ -225,11 +227,11 @@ def open_run(paths: RunPaths, resume: bool, restart_if_changed: bool) -> Previou
 
 @dataclass(frozen=True)
 class Start:
-    """How a training session begins (``plan_start``), with what that way needs.
+    """How a training session begins (``RunDir.decide``), with what that way needs.
 
     ``kind``: ``fresh`` (at step 0), ``resume`` (from ``payload``, read from ``checkpoint``),
     ``finished`` (a run made with these settings is done: nothing to do but return its
-    ``summary``) or ``start_over`` (the previous run cannot continue, ``why``; ``start_over``
+    ``summary``) or ``start_over`` (the previous run cannot continue, ``why``; ``RunDir.begin``
     moves it aside).
     """
 
@@ -240,7 +242,7 @@ class Start:
     why: str | None = None
 
 
-def plan_start(
+def _decide(
     previous: PreviousRun,
     model_cfg: ModelConfig,
     cfg: TrainConfig,
@@ -283,18 +285,6 @@ def plan_start(
     return Start("start_over", why=why)
 
 
-def start_over(paths: RunPaths, why: str, ctx: DistContext) -> None:
-    """Rank 0 moves the previous run aside (``supersede``) once every rank has read it."""
-    distributed.barrier(ctx)
-    if ctx.is_main:
-        print(
-            f"{paths.out_dir}: the previous run cannot continue ({why}); moved it to "
-            f"{supersede(paths)} and starting over",
-            file=sys.stderr,
-            flush=True,
-        )
-
-
 # -- what a session writes (rank 0) ---------------------------------------------------------------
 
 
@@ -303,7 +293,7 @@ def start_over(paths: RunPaths, why: str, ctx: DistContext) -> None:
 DISK_SLACK = 1.1
 
 
-def write_checkpoint(
+def _write_checkpoint(
     paths: RunPaths,
     keep_last: int,
     model_cfg: ModelConfig,
@@ -399,7 +389,44 @@ def run_summary(
     }
 
 
-def finish(paths: RunPaths, summary: dict[str, Any]) -> None:
-    """``last.pt`` becomes the final checkpoint, then ``summary.json`` marks the run finished."""
-    link_or_copy(checkpoint_path(paths.checkpoints, summary["steps"]), paths.last)
-    atomic_write_text(paths.summary, json.dumps(summary, indent=2) + "\n")
+class RunDir:
+    """One training session's hold on its run folder: the resume decision (``decide``),
+    ``begin``, ``save`` of each checkpoint, ``finish``. The module's docstring gives the order."""
+
+    def __init__(self, out_dir: str | os.PathLike, resume: bool, restart_if_changed: bool):
+        """Open the folder: a UserError when the flags must leave what it holds alone."""
+        self.paths = RunPaths(Path(out_dir))
+        self.restart_if_changed = restart_if_changed
+        self.previous = _open(self.paths, resume, restart_if_changed)
+
+    def decide(self, model_cfg: ModelConfig, cfg: TrainConfig, spm_sha256: str | None) -> Start:
+        """How this session begins with these settings (``_decide``)."""
+        return _decide(self.previous, model_cfg, cfg, spm_sha256, self.restart_if_changed)
+
+    def begin(self, start: Start, ctx: DistContext) -> MetricsLog:
+        """Carry out ``start``: rank 0 moves a run that cannot continue aside (``supersede``)
+        once every rank has read it; ``metrics.jsonl`` is rewritten as it was at the resumed
+        checkpoint (empty when starting fresh). Returns the session's metrics log."""
+        if start.kind == "start_over":
+            distributed.barrier(ctx)
+            if ctx.is_main:
+                print(
+                    f"{self.paths.out_dir}: the previous run cannot continue ({start.why}); "
+                    f"moved it to {supersede(self.paths)} and starting over",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        metrics_log = MetricsLog(self.paths.metrics, ctx.is_main)
+        metrics_log.restore(start.payload)
+        return metrics_log
+
+    def save(
+        self, keep_last: int, model_cfg: ModelConfig, model_state: dict, prune: bool, **state: Any
+    ) -> Path:
+        """Rank 0 writes the checkpoint of ``state["step"]`` (``_write_checkpoint``)."""
+        return _write_checkpoint(self.paths, keep_last, model_cfg, model_state, prune, **state)
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        """``last.pt`` becomes the final checkpoint, then ``summary.json`` marks the run finished."""
+        link_or_copy(checkpoint_path(self.paths.checkpoints, summary["steps"]), self.paths.last)
+        atomic_write_text(self.paths.summary, json.dumps(summary, indent=2) + "\n")

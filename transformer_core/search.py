@@ -51,8 +51,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from transformer_core.config import DecodeOptions
 from transformer_core.model import PositionBuffer
+from transformer_core.settings import DecodeOptions
 
 if TYPE_CHECKING:
     from transformer_core.parsing.constraint import TreeConstraint

@@ -12,9 +12,9 @@ from typing import Any
 
 import pandas as pd
 
-from transformer_core.config import DecodeOptions
 from transformer_core.errors import UserError
 from transformer_core.paper import TABLE4
+from transformer_core.settings import DecodeOptions
 from transformer_core.significance import mean_std
 from transformer_core.tables import group_seeds, mean_of, read_json, seed_columns, train_precision
 

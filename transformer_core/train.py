@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from transformer_core import distributed, run_dir
-from transformer_core.config import ModelConfig, TrainConfig, model_config
+from transformer_core import distributed
+from transformer_core.config import ModelConfig, model_config
 from transformer_core.data.dataset import ParallelDataset, training_sets
 from transformer_core.device import (
     cpu_threads,
@@ -33,7 +33,9 @@ from transformer_core.divergence import DivergenceWatch, dev_diverged
 from transformer_core.errors import UserError
 from transformer_core.model import count_parameters
 from transformer_core.perplexity import exp_mean_nll
+from transformer_core.run_dir import RunDir, Start, run_summary
 from transformer_core.run_lock import run_lock
+from transformer_core.settings import TrainConfig
 from transformer_core.trainer import IntervalStats, Trainer, TrainingDiverged
 
 # -- the run -------------------------------------------------------------------------------------
@@ -95,16 +97,15 @@ def train(
     One session at a time holds ``out_dir`` (``run_lock``); a run that diverges
     (``divergence.py``) stops with ``TrainingDiverged``, keeping its checkpoints.
     """
-    paths = run_dir.RunPaths(Path(out_dir))
-    with run_lock(paths.out_dir, enabled=int(os.environ.get("RANK", "0")) == 0):
+    with run_lock(Path(out_dir), enabled=int(os.environ.get("RANK", "0")) == 0):
         return _train(
-            paths, train_prefix, experiment, cfg, model_overrides, dev_prefix, resume,
+            out_dir, train_prefix, experiment, cfg, model_overrides, dev_prefix, resume,
             restart_if_changed,
         )  # fmt: skip
 
 
 def _train(
-    paths: run_dir.RunPaths,
+    out_dir: str | Path,
     train_prefix: str | Path,
     experiment: str,
     cfg: TrainConfig,
@@ -114,7 +115,7 @@ def _train(
     restart_if_changed: bool,
 ) -> dict[str, Any]:
     """``train`` once it holds the run folder's lock."""
-    previous = run_dir.open_run(paths, resume, restart_if_changed)
+    folder = RunDir(out_dir, resume, restart_if_changed)
     if cfg.num_threads is not None:
         torch.set_num_threads(cfg.num_threads)
     overrides = dict(model_overrides or {})
@@ -124,7 +125,7 @@ def _train(
     spm_sha256 = train_set.header.get("spm_sha256")
     model_cfg = model_config(experiment, vocab_size=train_set.vocab_size, **overrides)
     _check_fits(model_cfg, {"training": train_set, **({"dev": dev_set} if dev_set else {})})
-    start = run_dir.plan_start(previous, model_cfg, cfg, spm_sha256, restart_if_changed)
+    start = folder.decide(model_cfg, cfg, spm_sha256)
     # A resumed run keeps its identity; a fresh one, or a restart after a change, gets a new one.
     provenance = {
         "spm_sha256": spm_sha256,
@@ -133,7 +134,7 @@ def _train(
     }
     if start.kind == "finished":
         print(
-            f"{paths.summary}: the run already finished {start.summary['steps']} steps; "
+            f"{folder.paths.summary}: the run already finished {start.summary['steps']} steps; "
             "nothing to do",
             file=sys.stderr,
         )
@@ -141,20 +142,20 @@ def _train(
 
     ctx = distributed.setup(cfg.device)
     try:
-        return _run(paths, experiment, model_cfg, cfg, ctx, train_set, dev_set, start, provenance)
+        return _run(folder, experiment, model_cfg, cfg, ctx, train_set, dev_set, start, provenance)
     finally:
         distributed.teardown(ctx)
 
 
 def _run(
-    paths: run_dir.RunPaths,
+    folder: RunDir,
     experiment: str,
     model_cfg: ModelConfig,
     cfg: TrainConfig,
     ctx: DistContext,
     train_set: ParallelDataset,
     dev_set: ParallelDataset | None,
-    start: run_dir.Start,
+    start: Start,
     provenance: dict[str, Any],
 ) -> dict[str, Any]:
     def log(message: str) -> None:
@@ -164,7 +165,7 @@ def _run(
     trainer = Trainer(model_cfg, cfg, ctx, train_set)
     try:
         return _train_loop(
-            trainer, paths, experiment, model_cfg, cfg, ctx, dev_set, start, provenance, log
+            trainer, folder, experiment, model_cfg, cfg, ctx, dev_set, start, provenance, log
         )
     finally:
         trainer.close()
@@ -181,28 +182,25 @@ def run_precision(payload: dict | None, session: str) -> str:
 
 def _train_loop(
     trainer: Trainer,
-    paths: run_dir.RunPaths,
+    folder: RunDir,
     experiment: str,
     model_cfg: ModelConfig,
     cfg: TrainConfig,
     ctx: DistContext,
     dev_set: ParallelDataset | None,
-    start: run_dir.Start,
+    start: Start,
     provenance: dict[str, Any],
     log: Callable[[str], None],
 ) -> dict[str, Any]:
     """Train to ``cfg.steps``, logging, evaluating and checkpointing on the way."""
-    metrics_log = run_dir.MetricsLog(paths.metrics, ctx.is_main)
+    # metrics.jsonl as it was at the resumed checkpoint (empty when starting fresh): without the
+    # lines of a killed session after it, and whole again if it was deleted.
+    metrics_log = folder.begin(start, ctx)
     last_metrics: dict[str, Any] = {}
-    if start.kind == "start_over":
-        run_dir.start_over(paths, start.why, ctx)
     if start.kind == "resume":
         trainer.load_state(start.payload, log)
         last_metrics = dict(start.payload.get("metrics", {}))
         log(f"resuming from {start.checkpoint} (step {trainer.step})")
-    # metrics.jsonl as it was at the resumed checkpoint (empty when starting fresh): without the
-    # lines of a killed session after it, and whole again if it was deleted.
-    metrics_log.restore(start.payload)
     watch = DivergenceWatch(model_cfg.vocab_size)
     watch.replay(metrics_log.records)
     # The newest checkpoint written before the loss rose (divergence.py); pruning spares it.
@@ -296,8 +294,7 @@ def _train_loop(
                 )
             state = trainer.state(wall(), last_metrics)  # every rank: gathers RNG states
             if ctx.is_main:
-                path = run_dir.write_checkpoint(
-                    paths,
+                path = folder.save(
                     cfg.keep_last,
                     model_cfg,
                     trainer.model.state_dict(),
@@ -312,7 +309,7 @@ def _train_loop(
                 if not watch.rising:
                     last_good = path
 
-    summary = run_dir.run_summary(
+    summary = run_summary(
         experiment,
         model_cfg,
         cfg,
@@ -327,10 +324,10 @@ def _train_loop(
         metrics=last_metrics,
     )
     if ctx.is_main:
-        run_dir.finish(paths, summary)
+        folder.finish(summary)
         log(
             f"done: {trainer.step} steps, {_elapsed(summary['wall_seconds'])}, "
-            f"{summary['tokens_tgt']:,} target tokens; summary in {paths.summary}"
+            f"{summary['tokens_tgt']:,} target tokens; summary in {folder.paths.summary}"
         )
     distributed.barrier(ctx)
     return summary

@@ -39,7 +39,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from transformer_core import distributed
 from transformer_core.checkpoint import rng_state, set_rng_state
-from transformer_core.config import ModelConfig, TrainConfig
+from transformer_core.config import ModelConfig
 from transformer_core.data.batching import BatchStream, Prefetcher, TokenBucketSampler
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.device import (
@@ -54,6 +54,7 @@ from transformer_core.loss import projected_label_smoothed_loss
 from transformer_core.model import Transformer
 from transformer_core.perplexity import Perplexity, dataset_batches, summed_nll
 from transformer_core.schedule import learning_rate
+from transformer_core.settings import TrainConfig
 
 
 class TrainingDiverged(UserError):

@@ -20,11 +20,12 @@ from typing import TextIO
 import torch
 from torch import nn
 
-from transformer_core.config import INFERENCE_MAX_TOKENS, DecodeOptions
+from transformer_core.config import INFERENCE_MAX_TOKENS
 from transformer_core.device import inference_model
 from transformer_core.errors import UserError
 from transformer_core.parsing.constraint import TreeConstraint
 from transformer_core.search import beam_search
+from transformer_core.settings import DecodeOptions
 
 
 def make_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:

@@ -14,19 +14,54 @@ from typing import Any
 
 from transformer_core.config import (
     AUTO,
+    BASE,
     COMPILE_MODES,
     DEVICES,
     INFERENCE_MAX_TOKENS,
     PRECISIONS,
-    DecodeOptions,
-    decode_fields,
 )
+from transformer_core.settings import DecodeOptions, decode_fields
 
 PRECISION_HELP = (
     "auto: bf16 autocast where the device computes bf16 natively (CUDA GPUs with bf16, "
     "CPUs with AVX512-BF16 or AMX), fp32 elsewhere; fp32: exact fp32; bf16: bf16 autocast, "
     "an error where it is not native"
 )
+
+
+def add_model_files(
+    parser: argparse.ArgumentParser,
+    checkpoint_help: str = "model checkpoint (.pt)",
+    spm_help: str | None = "sentencepiece model (.model) of the source and target",
+) -> None:
+    """--checkpoint and --spm of the commands that load a trained model; ``spm_help`` None
+    leaves --spm out (``ppl`` reads binarized data)."""
+    parser.add_argument("--checkpoint", required=True, help=checkpoint_help)
+    if spm_help is not None:
+        parser.add_argument("--spm", required=True, help=spm_help)
+
+
+def add_paper_vocabulary(parser: argparse.ArgumentParser, json_help: str) -> None:
+    """--vocab-size and --json of the commands that count the paper's models (``params``,
+    ``flops``): the vocabulary defaults to the model config's, the paper's EN-DE one."""
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        default=BASE.vocab_size,
+        help=f"shared vocabulary size (default: {BASE.vocab_size}, the paper's EN-DE vocabulary)",
+    )
+    parser.add_argument("--json", action="store_true", help=json_help)
+
+
+def add_records(
+    parser: argparse.ArgumentParser, flag: str, fields: tuple[str, ...], help: str, required: bool
+) -> None:
+    """A repeatable option that names one training run's files per use (``table2 --result``,
+    ``table3_row --run``, ``table4 --result``): ``fields`` are its values' names."""
+    parser.add_argument(
+        flag, nargs=len(fields), action="append", default=[], required=required, metavar=fields,
+        help=f"{help}; repeatable",
+    )  # fmt: skip
 
 
 def add_device_arguments(
@@ -90,9 +125,16 @@ def add_option(
     default: Any,
     shown: str,
 ) -> None:
-    """The flag of a flagged settings field (``config.option``): its type, choices, metavar
-    and help from the field, ``default`` as parsed, ``shown`` as the help's default."""
+    """The flag of a flagged settings field (``settings.option``): its type, choices, metavar
+    and help from the field, ``default`` as parsed, ``shown`` as the help's default. A boolean
+    field is a ``--flag`` / ``--no-flag`` pair."""
     meta = f.metadata
+    if isinstance(f.default, bool):  # --flag / --no-flag
+        parser.add_argument(
+            meta["flag"], dest=f.name, action=argparse.BooleanOptionalAction, default=default,
+            help=f"{meta['help']} (default: {'on' if default else 'off'})",
+        )  # fmt: skip
+        return
     choices = meta.get("choices")
     metavar = None if choices else meta["flag"].removeprefix("--").upper().replace("-", "_")
     parser.add_argument(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_core.commands import add_device_and_threads
+from transformer_core.commands import add_device_and_threads, add_model_files
 from transformer_core.config import AUTO
 
 HELP = "Draw the paper's Figures 3-5: encoder self-attention of a trained model on its example sentences."
@@ -13,8 +13,9 @@ HELP = "Draw the paper's Figures 3-5: encoder self-attention of a trained model 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from transformer_core.paper import ATTENTION_FIGURES
 
-    parser.add_argument("--checkpoint", required=True, help="a translation model (EN source)")
-    parser.add_argument("--spm", required=True, help="the sentencepiece model of its data")
+    add_model_files(
+        parser, "a translation model (EN source)", "the sentencepiece model of its data"
+    )
     parser.add_argument(
         "--figure",
         nargs=2,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from transformer_core.commands import add_model_files
 from transformer_core.config import EXPORT_FORMATS, EXPORT_QUANTIZATIONS
 
 HELP = (
@@ -14,10 +15,7 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="model checkpoint (.pt)")
-    parser.add_argument(
-        "--spm", required=True, help="sentencepiece model (.model) of the source and target"
-    )
+    add_model_files(parser)
     parser.add_argument(
         "--format",
         choices=EXPORT_FORMATS,

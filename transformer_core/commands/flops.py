@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from transformer_core.commands import add_paper_vocabulary
+
 HELP = (
     "Training cost: the paper's method (time x devices x sustained FLOPS) and an analytic "
     "FLOPs count, for the paper's base and big runs and for train summary files."
@@ -20,15 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SUMMARY_JSON",
         help="summary.json files written by `transformer-core train`",
     )
-    parser.add_argument(
-        "--vocab-size",
-        type=int,
-        default=37000,
-        help="vocabulary of the paper's runs for the analytic count (default: 37000)",
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="print JSON lines instead of a markdown table"
-    )
+    add_paper_vocabulary(parser, "print JSON lines instead of a markdown table")
 
 
 def _fmt(value: float | None) -> str:

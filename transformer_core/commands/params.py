@@ -6,19 +6,13 @@ import argparse
 import json
 import sys
 
+from transformer_core.commands import add_paper_vocabulary
+
 HELP = "Exact parameter count of base, big and every Table 3 row, beside the paper's column."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--vocab-size",
-        type=int,
-        default=37000,
-        help="shared vocabulary size (default: 37000, the paper's EN-DE vocabulary)",
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="print JSON instead of a markdown table"
-    )
+    add_paper_vocabulary(parser, "print JSON instead of a markdown table")
 
 
 def run(args: argparse.Namespace) -> int:

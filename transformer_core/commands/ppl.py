@@ -7,14 +7,14 @@ import json
 import math
 import sys
 
-from transformer_core.commands import add_inference_arguments
+from transformer_core.commands import add_inference_arguments, add_model_files
 from transformer_core.errors import UserError
 
 HELP = "Perplexity per target word piece (no label smoothing) of a checkpoint on a binarized split."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="model checkpoint (.pt)")
+    add_model_files(parser, spm_help=None)
     parser.add_argument(
         "--data", required=True, help="binarized split prefix (PREFIX.json, PREFIX.src.bin, ...)"
     )

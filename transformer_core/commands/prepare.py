@@ -13,7 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from transformer_core.commands import check_outputs
+from transformer_core.commands import add_option, check_outputs
+from transformer_core.settings import PrepareSettings, flagged_fields
 
 HELP = "normalize (unicode, Moses punctuation, non-printing chars) and filter a parallel corpus"
 
@@ -24,28 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--src-out", required=True, type=Path)
     parser.add_argument("--tgt-out", required=True, type=Path)
     parser.add_argument("--report", required=True, type=Path, help="JSON report of the counts")
-    parser.add_argument("--src-lang", default="en")
-    parser.add_argument("--tgt-lang", default="de")
-    parser.add_argument(
-        "--max-len", type=int, default=250, help="drop pairs with a side longer than this (tokens)"
-    )
-    parser.add_argument(
-        "--max-ratio",
-        type=float,
-        default=1.5,
-        help="drop pairs whose token-length ratio exceeds this",
-    )
-    parser.add_argument(
-        "--no-filter",
-        dest="filter",
-        action="store_false",
-        help="only normalize; keep every line (dev/test, so references never lose lines)",
-    )
+    for f in flagged_fields(PrepareSettings):
+        add_option(parser, f, f.default, str(f.default))
     parser.add_argument(
         "--workers", type=int, default=1, help="processes normalizing in parallel (order is kept)"
-    )
-    parser.add_argument(
-        "--unicode-form", choices=("NFC", "NFKC"), default="NFC", help="unicode normalization form"
     )
     parser.add_argument(
         "--shard-index",
@@ -62,23 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--src-out": args.src_out, "--tgt-out": args.tgt_out, "--report": args.report})
-    from transformer_core.data.prepare import (
-        PrepareSettings,
-        prepare_corpus,
-        prepare_shard,
-        summary,
-    )
+    from transformer_core.data.prepare import prepare_corpus, prepare_shard, summary
     from transformer_core.data.shards import load_shard
     from transformer_core.errors import UserError
     from transformer_core.files import atomic_write_text
 
     settings = PrepareSettings(
-        src_lang=args.src_lang,
-        tgt_lang=args.tgt_lang,
-        max_len=args.max_len,
-        max_ratio=args.max_ratio,
-        filter=args.filter,
-        unicode_form=args.unicode_form,
+        **{f.name: getattr(args, f.name) for f in flagged_fields(PrepareSettings)}
     )
     if (args.shard_index is None) != (args.shard is None):
         raise UserError("--shard-index and --shard go together")

@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from transformer_core.commands import check_outputs
-from transformer_core.config import SPM_SAMPLE_SIZE, parse_seed
+from transformer_core.commands import add_option, check_outputs
+from transformer_core.settings import SentencePieceSettings, flagged_fields
 
 HELP = "train a joint sentencepiece BPE model on a bounded sample; encode and decode text"
 
@@ -30,22 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--vocab-size", type=int, required=True, help="e.g. 37000 (EN-DE), 32000 (EN-FR)"
     )
     train.add_argument("--model-prefix", required=True, type=Path)
-    train.add_argument(
-        "--sample-size",
-        type=int,
-        default=SPM_SAMPLE_SIZE,
-        help=f"train on at most this many random lines (default: {SPM_SAMPLE_SIZE:,})",
-    )
-    train.add_argument("--seed", type=parse_seed, default=0, help="seed of the line sample")
-    train.add_argument("--character-coverage", type=float, default=1.0)
     train.add_argument("--threads", type=int, help="training threads (default: all cores)")
-    train.add_argument(
-        "--split-by-unicode-script",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="sentencepiece's split_by_unicode_script: no piece mixes scripts (default: on; "
-        "off lets a tree's bracket and label, '(NP', be one piece)",
-    )
+    for f in flagged_fields(SentencePieceSettings):
+        add_option(
+            train, f, f.default, f"{f.default:,}" if f.name == "sample_size" else str(f.default)
+        )
     for name, what in (("encode", "text to pieces"), ("decode", "pieces to text")):
         action = sub.add_parser(name, help=f"{what}, line by line")
         action.add_argument("--model", required=True, type=Path, help="PREFIX.model")
@@ -62,15 +51,13 @@ def run(args: argparse.Namespace) -> int:
     from transformer_core.data import bpe
 
     if args.spm_command == "train":
+        settings = {f.name: getattr(args, f.name) for f in flagged_fields(SentencePieceSettings)}
         info = bpe.train(
             args.input,
             args.vocab_size,
             args.model_prefix,
-            sample_size=args.sample_size,
-            seed=args.seed,
-            character_coverage=args.character_coverage,
+            SentencePieceSettings(**settings),
             threads=args.threads,
-            split_by_unicode_script=args.split_by_unicode_script,
         )
         print(
             f"spm train: {info['lines_sampled']} of {info['lines_total']} lines sampled, "

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_core.commands import check_outputs
+from transformer_core.commands import add_records, check_outputs
 
 HELP = "Assemble Table 2 (BLEU and training cost) from score and training-summary files."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    add_records(
+        parser,
         "--result",
-        nargs=5,
-        action="append",
-        default=[],
+        ("MODEL", "PAIR", "SEED", "SCORE_JSON", "SUMMARY_JSON"),
+        "one run of our rows: preset (base|big), pair (en_de|en_fr), its training seed, "
+        "the newstest2014 score JSON of its averaged model, and its training summary "
+        "(several seeds of one model and pair make one row: their mean)",
         required=True,
-        metavar=("MODEL", "PAIR", "SEED", "SCORE_JSON", "SUMMARY_JSON"),
-        help="one run of our rows: preset (base|big), pair (en_de|en_fr), its training seed, "
-        "the newstest2014 score JSON of its averaged model, and its training summary; "
-        "repeatable (several seeds of one model and pair make one row: their mean)",
     )
     parser.add_argument(
         "--dataset",

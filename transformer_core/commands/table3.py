@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from transformer_core.commands import check_outputs
-from transformer_core.config import parse_seed
+from transformer_core.settings import parse_seed
 from transformer_core.significance import RESAMPLES, SEED
 
 HELP = "Assemble Table 3 from per-row CSVs (paper row order) with deltas against base, p-values and a markdown twin."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_core.commands import check_outputs
+from transformer_core.commands import add_records, check_outputs
 
 HELP = "Write one Table 3 row (hyperparameters, dev PPL and BLEU, parameters) beside the paper's values."
 
@@ -15,15 +15,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="Table 3 row name (base, A1..A4, B1, B2, C1..C7, D1..D4, E, big)",
     )
-    parser.add_argument(
+    add_records(
+        parser,
         "--run",
-        nargs=3,
-        action="append",
+        ("SEED", "SCORE_JSON", "SUMMARY_JSON"),
+        "one training run of the row, one per seed: its seed, its newstest2013 score JSON "
+        "(beam search, no averaging) and its training summary (the final dev perplexity is "
+        "the PPL column)",
         required=True,
-        metavar=("SEED", "SCORE_JSON", "SUMMARY_JSON"),
-        help="one training run of the row: its seed, its newstest2013 score JSON (beam search, "
-        "no averaging) and its training summary (the final dev perplexity is the PPL column); "
-        "repeatable, one per seed",
     )
     parser.add_argument("--out", required=True, help="CSV output (one row)")
 

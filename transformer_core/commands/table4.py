@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_core.commands import add_decode_arguments, check_outputs, decode_options
-from transformer_core.config import PARSING_SEARCH
+from transformer_core.commands import (
+    add_decode_arguments,
+    add_records,
+    check_outputs,
+    decode_options,
+)
+from transformer_core.settings import PARSING_SEARCH
 
 HELP = "Assemble Table 4 (parsing F1 on the test section) from EVALB and training-summary files."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    add_records(
+        parser,
         "--result",
-        nargs=4,
-        action="append",
-        default=[],
-        metavar=("SETTING", "SEED", "EVALB_JSON", "SUMMARY_JSON"),
-        help="one run of our rows: setting (wsj_only|semi_supervised), the run's seed, the "
-        "`transformer-core evalb --json` file of its test split, and its training summary; "
-        "repeatable, once per seed (a row shows the mean over its seeds and each seed's F1). "
-        "A setting without --result shows as 'not run'",
+        ("SETTING", "SEED", "EVALB_JSON", "SUMMARY_JSON"),
+        "one run of our rows, once per seed: setting (wsj_only|semi_supervised), the run's "
+        "seed, the `transformer-core evalb --json` file of its test split, and its training "
+        "summary (a row shows the mean over its seeds and each seed's F1; a setting without "
+        "--result shows as 'not run')",
+        required=False,
     )
     parser.add_argument(
         "--treebank",

@@ -15,7 +15,7 @@ import argparse
 from typing import Any
 
 from transformer_core.commands import add_compile_argument, add_device_arguments, add_option
-from transformer_core.config import TrainConfig, flagged_fields
+from transformer_core.settings import TrainConfig, flagged_fields
 
 HELP = "Train a Transformer (Adam, warmup + inverse-sqrt schedule, label smoothing, DDP under torchrun)."
 

@@ -9,6 +9,7 @@ from transformer_core.commands import (
     add_compile_argument,
     add_decode_arguments,
     add_inference_arguments,
+    add_model_files,
     decode_options,
 )
 from transformer_core.config import AUTO, QUANTIZE_MODES
@@ -17,10 +18,7 @@ HELP = "Decode a text file line by line with beam search (sentencepiece in and o
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="model checkpoint (.pt)")
-    parser.add_argument(
-        "--spm", required=True, help="sentencepiece model (.model) of the source and target"
-    )
+    add_model_files(parser)
     parser.add_argument("--input", required=True, help="source text, one sentence per line")
     parser.add_argument("--output", required=True, help="output text, one line per input line")
     add_decode_arguments(parser)

@@ -33,7 +33,7 @@ import numpy as np
 
 from transformer_core.data import bpe
 from transformer_core.data.progress import Progress
-from transformer_core.data.shards import count_lines
+from transformer_core.data.shards import parallel_lines
 from transformer_core.errors import UserError
 from transformer_core.files import atomic_open, atomic_write_text, read_versioned_json
 
@@ -204,12 +204,7 @@ def binarize(
     """
     processor = bpe.load(spm_model)
     src, tgt = Path(src), Path(tgt)
-    for path in (src, tgt):
-        if not path.is_file():
-            raise UserError(f"{path}: no such file")
-    n_src, n_tgt = count_lines(src), count_lines(tgt)
-    if n_src != n_tgt:
-        raise UserError(f"{src} has {n_src} lines but {tgt} has {n_tgt}")
+    n_src = parallel_lines(src, tgt)
     info = {
         "spm_model": str(spm_model),
         "spm_sha256": bpe.sha256_of(spm_model),

@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import sentencepiece as spm
 
-from transformer_core.config import SPM_SAMPLE_SIZE
 from transformer_core.data.fetch import open_text
 from transformer_core.data.progress import Progress
 from transformer_core.errors import UserError
 from transformer_core.files import atomic_open, sha256_of
+from transformer_core.settings import SentencePieceSettings
 
 SPECIAL_IDS = {"pad_id": 0, "unk_id": 1, "bos_id": 2, "eos_id": 3}
 BATCH_LINES = 10_000
@@ -85,18 +85,16 @@ def train(
     inputs: Sequence[str | os.PathLike],
     vocab_size: int,
     model_prefix: str | os.PathLike,
-    sample_size: int = SPM_SAMPLE_SIZE,
-    seed: int = 0,
-    character_coverage: float = 1.0,
+    settings: SentencePieceSettings | None = None,
     threads: int | None = None,
-    split_by_unicode_script: bool = True,
 ) -> dict[str, Any]:
     """Train a joint BPE model on a sample of ``inputs``; writes PREFIX.model and PREFIX.vocab.
 
-    ``split_by_unicode_script`` is sentencepiece's own switch (on by default): on, no piece
-    mixes scripts, so a linearized tree's bracket and label (``(NP``) are always two pieces;
-    off, they can be one.
+    ``settings.split_by_unicode_script`` is sentencepiece's own switch (on by default): on,
+    no piece mixes scripts, so a linearized tree's bracket and label (``(NP``) are always two
+    pieces; off, they can be one. ``settings`` None: ``SentencePieceSettings``' defaults.
     """
+    settings = settings or SentencePieceSettings()
     if vocab_size < len(SPECIAL_IDS) + 1:
         raise UserError(f"vocab_size {vocab_size} is too small")
     prefix = Path(model_prefix)
@@ -106,18 +104,18 @@ def train(
     sample = Path(f"{prefix}.sample.tmp")
     partial = Path(f"{prefix}.partial")
     try:
-        counts = sample_lines(inputs, sample_size, seed, sample)
+        counts = sample_lines(inputs, settings.sample_size, settings.seed, sample)
         if counts["lines_sampled"] == 0:
             raise UserError(f"no text to train on in {', '.join(map(str, inputs))}")
-        spm.set_random_generator_seed(seed)
+        spm.set_random_generator_seed(settings.seed)
         try:
             spm.SentencePieceTrainer.train(
                 input=str(sample),
                 model_prefix=str(partial),
                 model_type="bpe",
                 vocab_size=vocab_size,
-                character_coverage=character_coverage,
-                split_by_unicode_script=split_by_unicode_script,
+                character_coverage=settings.character_coverage,
+                split_by_unicode_script=settings.split_by_unicode_script,
                 input_sentence_size=0,  # the sample is already bounded: use all of it
                 shuffle_input_sentence=False,
                 num_threads=threads or os.cpu_count() or 1,
@@ -138,7 +136,7 @@ def train(
         "vocab_size": vocab_size,
         "model": f"{prefix}.model",
         "model_sha256": sha256_of(f"{prefix}.model"),
-        "seed": seed,
+        "seed": settings.seed,
     }
 
 

@@ -32,7 +32,7 @@ import os
 import unicodedata
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -41,30 +41,12 @@ from sacremoses import MosesPunctNormalizer
 
 from transformer_core.data.fetch import open_text
 from transformer_core.data.progress import Progress
-from transformer_core.data.shards import Shard, count_lines
-from transformer_core.errors import UserError
+from transformer_core.data.shards import Shard, parallel_lines
 from transformer_core.files import atomic_open_all
+from transformer_core.settings import PrepareSettings
 
 FILTERS = ("empty", "too_long", "ratio")
 CHUNK_LINES = 10_000
-
-
-@dataclass(frozen=True)
-class PrepareSettings:
-    src_lang: str = "en"
-    tgt_lang: str = "de"
-    max_len: int = 250
-    max_ratio: float = 1.5
-    filter: bool = True
-    unicode_form: str = "NFC"
-
-    def __post_init__(self) -> None:
-        if self.unicode_form not in ("NFC", "NFKC"):
-            raise UserError(f"unicode_form must be NFC or NFKC, not {self.unicode_form!r}")
-        if self.max_len < 1:
-            raise UserError(f"max_len must be at least 1, got {self.max_len}")
-        if self.max_ratio < 1:
-            raise UserError(f"max_ratio must be at least 1, got {self.max_ratio}")
 
 
 class Normalizer:
@@ -161,14 +143,7 @@ def prepare_corpus(
 ) -> dict[str, Any]:
     """Normalize (and filter) a parallel corpus, streaming, on ``workers`` processes; the report."""
     src_in, tgt_in = Path(src_in), Path(tgt_in)
-    for path in (src_in, tgt_in):
-        if not path.is_file():
-            raise UserError(f"{path}: no such file")
-    n_src, n_tgt = count_lines(src_in), count_lines(tgt_in)
-    if n_src != n_tgt:
-        raise UserError(
-            f"source and target differ in length: {src_in} has {n_src} lines, {tgt_in} has {n_tgt}"
-        )
+    n_src = parallel_lines(src_in, tgt_in)
     pairs = _file_pairs(src_in, tgt_in)
     progress = Progress(f"prepare {src_in.name}/{tgt_in.name}", n_src)
     return _prepare(pairs, n_src, (src_in, tgt_in), (src_out, tgt_out), settings, workers, progress)

@@ -118,6 +118,19 @@ def count_lines(path: Path) -> int:
     return count + (last != b"\n")
 
 
+def parallel_lines(src: Path, tgt: Path) -> int:
+    """The line count of a parallel corpus: both files exist and have as many lines."""
+    for path in (src, tgt):
+        if not path.is_file():
+            raise UserError(f"{path}: no such file")
+    n_src, n_tgt = count_lines(src), count_lines(tgt)
+    if n_src != n_tgt:
+        raise UserError(
+            f"source and target differ in length: {src} has {n_src} lines, {tgt} has {n_tgt}"
+        )
+    return n_src
+
+
 def _range_lines(path: Path, start: int, end: int) -> Iterator[str]:
     with open(path, "rb") as handle:
         handle.seek(start)
@@ -160,18 +173,10 @@ def plan(src: str | os.PathLike, tgt: str | os.PathLike, count: int) -> dict[str
     if count < 1:
         raise UserError(f"the number of shards must be at least 1, got {count}")
     files = {"src": Path(src), "tgt": Path(tgt)}
+    total = parallel_lines(files["src"], files["tgt"])
     for path in files.values():
-        if not path.is_file():
-            raise UserError(f"{path}: no such file")
         if path.name.endswith(".gz"):
             raise UserError(f"{path}: shards need plain text (seekable), not gzip")
-    lines = {side: count_lines(path) for side, path in files.items()}
-    if lines["src"] != lines["tgt"]:
-        raise UserError(
-            f"source and target differ in length: {files['src']} has {lines['src']} lines, "
-            f"{files['tgt']} has {lines['tgt']}"
-        )
-    total = lines["src"]
     starts = [i * total // count for i in range(count + 1)]
     # Byte ranges per side: shard i runs from its first line's offset to the next shard's.
     ranges = {}

@@ -20,6 +20,7 @@ from transformer_core.data.shards import default_count, expected_pairs, parse_na
 from transformer_core.data.shards import name as shard_name
 from transformer_core.errors import ConfigError
 from transformer_core.pipeline_config import PARSING_PAIRS, table4_unavailable
+from transformer_core.settings import SentencePieceSettings, command_flags
 
 # A binarized split's files, its header first (the rules name a split by its header's path).
 BINARIZED_SUFFIXES = (".json",) + tuple(
@@ -108,15 +109,16 @@ class DataPlan:
             return self.table4["vocab_size"]
         return self.config["pairs"][pair]["vocab_size"]
 
-    def spm_options(self, pair: str) -> list[Any]:
-        """`spm train` options beyond the vocabulary size: the pair's sample size where it
-        sets one, and the parsing runs' script splitting."""
-        if is_parsing(pair):
-            return (
-                [] if self.table4["split_by_unicode_script"] else ["--no-split-by-unicode-script"]
-            )
-        size = self.config["pairs"][pair].get("spm_sample_size")
-        return [] if size is None else ["--sample-size", size]
+    def spm_options(self, pair: str) -> list[str]:
+        """`spm train` options beyond the vocabulary size, one per SentencePieceSettings field
+        the configuration sets (``settings.command_flags``): the pair's spm_sample_size, and
+        table4.split_by_unicode_script for the parsing runs."""
+        settings = (
+            {"split_by_unicode_script": self.table4["split_by_unicode_script"]}
+            if is_parsing(pair)
+            else self.config["pairs"][pair]
+        )
+        return command_flags(SentencePieceSettings, settings)
 
     # --- shards ------------------------------------------------------------------------------
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformer_core.config import decode_flags, train_flags
 from transformer_core.errors import ConfigError
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
+from transformer_core.settings import decode_flags, train_flags
 from transformer_core.workflow_plan.data import is_parsing
 
 SEED_SUFFIX = "-seed"
@@ -108,7 +108,7 @@ class RunPlan:
 
     def train_args(self, pair: str, run: str) -> list[Any]:
         """The run's `transformer-core train` options: the scaled experiment, its recipe
-        (``config.train_flags``: one flag per TrainConfig field), seed, precision, compile."""
+        (``settings.train_flags``: one flag per TrainConfig field), seed, precision, compile."""
         exp, seed = self.split_run(run)
         recipe = {
             **self.training_recipe(pair),
@@ -139,7 +139,7 @@ class RunPlan:
 
     def search_flags(self, pair: str) -> list[str]:
         """The search flags of the pair's decoding, one per DecodeOptions field
-        (``config.decode_flags``); table4.decode.tree_constraint constrains the parsing runs'
+        (``settings.decode_flags``); table4.decode.tree_constraint constrains the parsing runs'
         search to the trees of table4.linearization."""
         settings = self.decode_settings(pair)
         if not is_parsing(pair):

@@ -1,0 +1,326 @@
+"""The settings dataclasses whose fields declare their own command-line flags.
+
+One declaration per setting: each field of ``TrainConfig`` (the training recipe),
+``DecodeOptions`` (the search) and ``PrepareSettings`` (normalizing and filtering a corpus)
+carries its default, its flag, its help and, where it has them, its type and choices
+(``option``). The commands make their flags from these fields
+(``commands.add_option``), the workflow its arguments (``command_flags``), and the tests
+hold the workflow's JSON schema to them key by key (``tests/test_config.py``). Here, apart
+from torch, so that ``transformer-core --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformer_core.config import (
+    AUTO,
+    COMPILE_MODES,
+    DEVICES,
+    PRECISIONS,
+    SPM_SAMPLE_SIZE,
+    experiment,
+)
+from transformer_core.errors import ConfigError, UserError
+
+SEEDS = 2**32  # a seed is an integer from 0 to 2^32-1: numpy's and sacreBLEU's range
+
+
+def parse_seed(text: str) -> int:
+    """argparse type of every --seed: refused at parse time with the option's name rather
+    than after the work."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= value < SEEDS:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0 to 2^32-1")
+    return value
+
+
+def option(default: Any, flag: str | None, help: str, **extra: Any) -> Any:
+    """A field of a settings dataclass (``TrainConfig``, ``DecodeOptions``): its default and,
+    where it has one, its command-line flag and help. The commands make their flags from
+    these fields (``commands.add_option_arguments``) and the workflow its arguments
+    (``command_flags``); the config key is the flag's name in snake case unless ``config``
+    names another. ``extra``: argparse's ``type``, ``choices``, ``metavar``."""
+    return field(default=default, metadata={"flag": flag, "help": help, **extra})
+
+
+def flagged_fields(cls: type) -> list[dataclasses.Field]:
+    """The fields of settings dataclass ``cls`` that have a command-line flag, in order."""
+    return [f for f in dataclasses.fields(cls) if f.metadata.get("flag")]
+
+
+def config_key(f: dataclasses.Field) -> str:
+    """The workflow's config key of a flagged field: ``--max-len-a`` is ``max_len_a``."""
+    return f.metadata.get("config") or f.metadata["flag"].removeprefix("--").replace("-", "_")
+
+
+def command_flags(cls: type, settings: dict[str, Any]) -> list[str]:
+    """``settings`` (config keys -> values) as the flags of ``cls``'s command: each key that
+    names a flagged field of ``cls`` and is not None, as ``--flag value`` (a boolean as
+    ``--flag`` or ``--no-flag``), in field order."""
+    flags: list[str] = []
+    for f in flagged_fields(cls):
+        value = settings.get(config_key(f))
+        if isinstance(value, bool):
+            flags.append(("--" if value else "--no-") + f.metadata["flag"].removeprefix("--"))
+        elif value is not None:
+            flags += [f.metadata["flag"], str(value)]
+    return flags
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The training recipe (paper section 5) and the run's bookkeeping.
+
+    ``tokens_per_step`` is the number of *target* tokens per optimizer step,
+    summed over all devices (the paper: about 25000, with as many source
+    tokens). ``max_tokens`` bounds one micro-batch on one device (padded tokens
+    per side). Gradients are accumulated over
+    ``ceil(tokens_per_step / (max_tokens * world_size))`` micro-batches, so a
+    step holds about the same tokens on 1 GPU as on 8 and steps stay comparable.
+    """
+
+    # The flagged fields are `transformer-core train`'s options (commands.add_train_arguments);
+    # ``by_experiment``: the preset decides when the option is left out (``for_experiment``).
+    steps: int = option(100_000, "--steps", "optimizer steps", by_experiment=True)
+    # The paper's 25000 over 8 GPUs: one micro-batch each, no accumulation.
+    max_tokens: int = option(
+        3125, "--max-tokens", "tokens per micro-batch per device, per side, padding included"
+    )
+    tokens_per_step: int = option(
+        25_000,
+        "--tokens-per-step",
+        "target tokens per optimizer step over all devices; gradients are accumulated over "
+        "ceil(this / (max-tokens x devices)) micro-batches",
+    )
+    warmup: int = option(4000, "--warmup", "warmup steps of the schedule")
+    lr_scale: float = option(
+        1.0,
+        "--lr-scale",
+        "multiplies the paper's learning rate d_model^-0.5 min(step^-0.5, step warmup^-1.5); "
+        "1.0 is the paper, short smoke runs of tiny models may use another",
+    )
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    # SPEC.md: ~10 minutes of the paper's base run; 600 for big.
+    checkpoint_interval: int = option(
+        1500,
+        "--checkpoint-interval",
+        "checkpoint every K steps, and always at the end",
+        metavar="K",
+        by_experiment=True,
+    )
+    # Enough to average the paper's last 5 (base); 20 for big. The workflow keeps what it averages.
+    keep_last: int = option(
+        5,
+        "--keep-last",
+        "keep the newest M checkpoints",
+        metavar="M",
+        config="average_last",
+        by_experiment=True,
+    )
+    seed: int = option(
+        1, "--seed", "random seed (rank r uses seed + r for dropout)", type=parse_seed
+    )
+    log_interval: int = option(100, "--log-interval", "log every L steps", metavar="L")
+    precision: str = AUTO  # auto | fp32 | bf16
+    device: str = AUTO  # auto | cpu | cuda
+    num_threads: int | None = None  # torch CPU threads; None leaves torch's default
+    compile: str = AUTO  # auto | on | off: torch.compile of the model (device.use_compile)
+
+    # Settings that change the trajectory: a resumed run must use the same values.
+    TRAJECTORY = (
+        "max_tokens",
+        "tokens_per_step",
+        "warmup",
+        "lr_scale",
+        "adam_beta1",
+        "adam_beta2",
+        "adam_eps",
+        "seed",
+    )
+
+    def __post_init__(self) -> None:
+        for name in (
+            "steps",
+            "max_tokens",
+            "tokens_per_step",
+            "warmup",
+            "checkpoint_interval",
+            "keep_last",
+            "log_interval",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"train.{name} must be a positive integer, got {value!r}")
+        if self.num_threads is not None and (
+            isinstance(self.num_threads, bool)
+            or not isinstance(self.num_threads, int)
+            or self.num_threads <= 0
+        ):
+            raise ConfigError(
+                f"train.num_threads must be a positive integer, got {self.num_threads!r}"
+            )
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not 0 <= self.seed < SEEDS
+        ):
+            raise ConfigError(f"train.seed must be an integer from 0 to 2^32-1, got {self.seed!r}")
+        if not self.lr_scale > 0:
+            raise ConfigError(f"train.lr_scale must be positive, got {self.lr_scale!r}")
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"train.{name} must be in [0, 1), got {getattr(self, name)!r}")
+        if not self.adam_eps > 0:
+            raise ConfigError(f"train.adam_eps must be positive, got {self.adam_eps!r}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(
+                f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
+            )
+        if self.compile not in COMPILE_MODES:
+            raise ConfigError(
+                f"train.compile must be one of {', '.join(COMPILE_MODES)}, got {self.compile!r}"
+            )
+        if self.device not in DEVICES:
+            raise ConfigError(
+                f"train.device must be one of {', '.join(DEVICES)}, got {self.device!r}"
+            )
+
+    def accumulation(self, world_size: int) -> int:
+        """Micro-batches per device per optimizer step."""
+        return -(-self.tokens_per_step // (self.max_tokens * world_size))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def for_experiment(cls, name: str, **overrides: Any) -> TrainConfig:
+        """Defaults of a preset or Table 3 row (its steps; big: checkpoints every 600 steps, keep 20)."""
+        exp = experiment(name)
+        defaults: dict[str, Any] = {"steps": exp.train_steps}
+        if name == "big":
+            defaults.update(checkpoint_interval=600, keep_last=20)
+        return cls(**{**defaults, **{k: v for k, v in overrides.items() if v is not None}})
+
+
+@dataclass(frozen=True)
+class SentencePieceSettings:
+    """How ``transformer-core spm train`` trains the joint BPE model (``data/bpe.py``) beyond
+    its vocabulary size; the flags of ``spm train`` are these fields'."""
+
+    sample_size: int = option(
+        SPM_SAMPLE_SIZE,
+        "--sample-size",
+        "train on at most this many random lines (bounds sentencepiece's memory)",
+        config="spm_sample_size",
+    )
+    seed: int = option(0, "--seed", "seed of the line sample", type=parse_seed)
+    character_coverage: float = option(
+        1.0, "--character-coverage", "sentencepiece's character_coverage"
+    )
+    split_by_unicode_script: bool = option(
+        True,
+        "--split-by-unicode-script",
+        "sentencepiece's split_by_unicode_script: no piece mixes scripts (off lets a tree's "
+        "bracket and label, '(NP', be one piece)",
+    )
+
+
+UNICODE_FORMS = ("NFC", "NFKC")
+
+
+@dataclass(frozen=True)
+class PrepareSettings:
+    """How ``transformer-core prepare`` normalizes a parallel corpus and filters its training
+    pairs (``data/prepare.py``); the flags of ``prepare`` are these fields'."""
+
+    src_lang: str = option("en", "--src-lang", "source language (Moses punctuation rules)")
+    tgt_lang: str = option("de", "--tgt-lang", "target language (Moses punctuation rules)")
+    max_len: int = option(250, "--max-len", "drop pairs with a side longer than this (tokens)")
+    max_ratio: float = option(
+        1.5, "--max-ratio", "drop pairs whose token-length ratio exceeds this"
+    )
+    filter: bool = option(
+        True,
+        "--filter",
+        "drop empty, too long and unbalanced pairs; --no-filter only normalizes and keeps "
+        "every line (dev/test, so references never lose lines)",
+    )
+    unicode_form: str = option(
+        "NFC", "--unicode-form", "unicode normalization form", choices=UNICODE_FORMS
+    )
+
+    def __post_init__(self) -> None:
+        if self.unicode_form not in UNICODE_FORMS:
+            raise UserError(f"unicode_form must be NFC or NFKC, not {self.unicode_form!r}")
+        if self.max_len < 1:
+            raise UserError(f"max_len must be at least 1, got {self.max_len}")
+        if self.max_ratio < 1:
+            raise UserError(f"max_ratio must be at least 1, got {self.max_ratio}")
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """Search settings (``search.py``); the defaults are the paper's translation setup, and the CLI's.
+
+    Here, beside the other configuration dataclasses, so that ``transformer-core --help``
+    reads the defaults without importing torch. Each field with a flag is declared once
+    here: ``commands.add_decode_arguments`` makes the flags of ``translate`` and
+    ``bleu_curve`` from these fields, and the workflow passes its ``decode`` settings (Table
+    4's for the parsing runs) through ``decode_flags``; the schema's ``decode`` section is
+    tested against them (``tests/test_config.py``).
+
+    The maximum output length is ``max_len_a * source length + max_len_b``
+    (``max_output_lengths``); ``min_len`` forbids EOS before that many real tokens
+    (0 for the paper's decoding; benchmarks use it to force equal output lengths).
+    """
+
+    beam_size: int = option(4, "--beam", "beam size; 1 is greedy")
+    alpha: float = option(0.6, "--alpha", "length penalty ((5+|Y|)/6)^alpha")
+    max_len_a: float = option(
+        1.0, "--max-len-a", "maximum output length = a * source length + b: a"
+    )
+    max_len_b: int = option(50, "--max-len-b", "b of the maximum output length")
+    tree_constraint: str | None = option(
+        None,
+        "--tree-constraint",
+        "parsing: extend hypotheses only into well-formed trees of this linearization, with one "
+        "leaf per source word (transformer_core/parsing/constraint.py; the paper decodes "
+        "without it)",
+        type=str,
+        choices=("xx", "tags", "words"),  # parsing.trees.LINEARIZATIONS (tested equal)
+        config="tree_constraint",
+    )
+    min_len: int = option(0, None, "")
+
+    def __post_init__(self) -> None:
+        if self.beam_size < 1:
+            raise UserError(f"--beam must be at least 1, got {self.beam_size}")
+
+
+# The paper's parsing search (section 6.3): beam 21, alpha 0.3, maximum output length input + 300.
+PARSING_SEARCH = DecodeOptions(beam_size=21, alpha=0.3, max_len_b=300)
+
+
+def decode_fields() -> list[dataclasses.Field]:
+    """The ``DecodeOptions`` fields that have a command-line flag, in declaration order."""
+    return flagged_fields(DecodeOptions)
+
+
+def decode_flags(settings: dict[str, Any]) -> list[str]:
+    """``settings`` (a config's ``decode`` section) as the search flags of ``translate``."""
+    return command_flags(DecodeOptions, settings)
+
+
+def train_flags(settings: dict[str, Any]) -> list[str]:
+    """``settings`` (config keys: ``train``'s, ``steps``, ``checkpoint_interval``,
+    ``average_last``) as the recipe flags of ``transformer-core train``."""
+    return command_flags(TrainConfig, settings)
