@@ -24,7 +24,10 @@ from transformer_core.params import parameter_table
 from transformer_core.parsing.trees import LINEARIZATIONS
 from transformer_core.settings import (
     PARSING_SEARCH,
+    SentencePieceSettings,
     TrainConfig,
+    TreebankSettings,
+    command_flags,
     config_key,
     decode_fields,
     decode_flags,
@@ -267,3 +270,50 @@ def test_the_schemas_device_settings_are_the_commands():
         assert compile_["default"] == AUTO
     assert TrainConfig().precision == TrainConfig().compile == TrainConfig().device == AUTO
     assert {setting["default"] for setting in props["threads"]["properties"].values()} == {AUTO}
+
+
+def test_sentencepiece_settings_and_the_schema_agree():
+    """The SentencePieceSettings fields the configuration sets (pairs.<pair>.spm_sample_size,
+    table4.split_by_unicode_script) are schema keys of the field's type, with its default
+    where the schema gives one; the workflow's spm options (command_flags) parse back,
+    through `spm train`'s own parser, to the settings of the same values."""
+    import yaml
+
+    from transformer_core.cli import build_parser
+
+    root = Path(__file__).resolve().parents[1]
+    schema = yaml.safe_load((root / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    pair = schema["properties"]["pairs"]["additionalProperties"]["properties"]
+    table4 = schema["properties"]["table4"]["properties"]
+    fields = {config_key(f): f for f in flagged_fields(SentencePieceSettings)}
+    assert pair["spm_sample_size"]["type"] == "integer"
+    assert table4["split_by_unicode_script"] == {
+        **table4["split_by_unicode_script"], "type": "boolean",
+        "default": fields["split_by_unicode_script"].default,
+    }  # fmt: skip
+    for settings in ({"spm_sample_size": 5000, "split_by_unicode_script": False}, {}):
+        args = build_parser().parse_args(
+            ["spm", "train", "--input", "a", "--vocab-size", "8", "--model-prefix", "m",
+             *command_flags(SentencePieceSettings, settings)]
+        )  # fmt: skip
+        parsed = SentencePieceSettings(**{f.name: getattr(args, f.name) for f in fields.values()})
+        expected = {fields[key].name: value for key, value in settings.items()}
+        assert parsed == SentencePieceSettings(**expected)
+
+
+def test_the_treebank_settings_are_the_schemas_linearization():
+    """table4.linearization is TreebankSettings' field: its choices and default, and the
+    workflow's treebank flag (command_flags) parses back through `treebank`'s parser."""
+    import yaml
+
+    from transformer_core.cli import build_parser
+
+    root = Path(__file__).resolve().parents[1]
+    schema = yaml.safe_load((root / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    key = schema["properties"]["table4"]["properties"]["linearization"]
+    (field,) = flagged_fields(TreebankSettings)
+    assert (tuple(key["enum"]), key["default"]) == (field.metadata["choices"], field.default)
+    for value in LINEARIZATIONS:
+        flags = command_flags(TreebankSettings, {"linearization": value})
+        args = build_parser().parse_args(["treebank", "smoke", "--out", "o", *flags])
+        assert args.linearization == value

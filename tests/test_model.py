@@ -6,8 +6,8 @@ from conftest import tiny_config, tiny_model
 from torch import nn
 
 import transformer_core.model as model_module
+from transformer_core.decoder_state import PositionBuffer
 from transformer_core.model import (
-    PositionBuffer,
     Transformer,
     matmul_attention,
     parameter_count,

@@ -37,6 +37,22 @@ INITIALIZATIONS = ("xavier", "normal")
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
 
+def require_positive_integers(settings: Any, section: str, names: tuple[str, ...]) -> None:
+    """A ConfigError naming ``section.name`` for the first of ``names`` that is not a positive
+    integer (a bool is not one) in the dataclass ``settings``."""
+    for name in names:
+        value = getattr(settings, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"{section}.{name} must be a positive integer, got {value!r}")
+
+
+def require_choice(settings: Any, section: str, name: str, choices: tuple[str, ...]) -> None:
+    """A ConfigError naming ``section.name`` and its choices when the field is not one of them."""
+    value = getattr(settings, name)
+    if value not in choices:
+        raise ConfigError(f"{section}.{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Shape and regularization of the post-norm encoder-decoder (paper section 3).
@@ -67,20 +83,10 @@ class ModelConfig:
     eos_id: int = EOS_ID
 
     def __post_init__(self) -> None:
-        for name in (
-            "vocab_size",
-            "encoder_layers",
-            "decoder_layers",
-            "d_model",
-            "d_ff",
-            "h",
-            "d_k",
-            "d_v",
-            "max_positions",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"model.{name} must be a positive integer, got {value!r}")
+        require_positive_integers(
+            self, "model", ("vocab_size", "encoder_layers", "decoder_layers", "d_model", "d_ff",
+                            "h", "d_k", "d_v", "max_positions"),
+        )  # fmt: skip
         for name in ("dropout", "label_smoothing"):
             value = getattr(self, name)
             if (
@@ -89,14 +95,8 @@ class ModelConfig:
                 or not 0.0 <= value < 1.0
             ):
                 raise ConfigError(f"model.{name} must be a number in [0, 1), got {value!r}")
-        if self.positional not in POSITIONAL_ENCODINGS:
-            raise ConfigError(
-                f"model.positional must be one of {', '.join(POSITIONAL_ENCODINGS)}, got {self.positional!r}"
-            )
-        if self.init not in INITIALIZATIONS:
-            raise ConfigError(
-                f"model.init must be one of {', '.join(INITIALIZATIONS)}, got {self.init!r}"
-            )
+        require_choice(self, "model", "positional", POSITIONAL_ENCODINGS)
+        require_choice(self, "model", "init", INITIALIZATIONS)
         if (
             isinstance(self.init_std, bool)
             or not isinstance(self.init_std, (int, float))

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from transformer_core.model import PositionBuffer
+from transformer_core.decoder_state import PositionBuffer
 from transformer_core.settings import DecodeOptions
 
 if TYPE_CHECKING:

@@ -1,9 +1,10 @@
 """The settings dataclasses whose fields declare their own command-line flags.
 
 One declaration per setting: each field of ``TrainConfig`` (the training recipe),
-``DecodeOptions`` (the search) and ``PrepareSettings`` (normalizing and filtering a corpus)
-carries its default, its flag, its help and, where it has them, its type and choices
-(``option``). The commands make their flags from these fields
+``DecodeOptions`` (the search) and the data stage's ``PrepareSettings`` (normalizing and
+filtering a corpus), ``SentencePieceSettings`` (the BPE model) and ``TreebankSettings`` (the
+trees' linearization) carries its default, its flag, its help and, where it has them, its
+type and choices (``option``). The commands make their flags from these fields
 (``commands.add_option``), the workflow its arguments (``command_flags``), and the tests
 hold the workflow's JSON schema to them key by key (``tests/test_config.py``). Here, apart
 from torch, so that ``transformer-core --help`` stays fast.
@@ -23,8 +24,11 @@ from transformer_core.config import (
     PRECISIONS,
     SPM_SAMPLE_SIZE,
     experiment,
+    require_choice,
+    require_positive_integers,
 )
 from transformer_core.errors import ConfigError, UserError
+from transformer_core.parsing.trees import LINEARIZATIONS
 
 SEEDS = 2**32  # a seed is an integer from 0 to 2^32-1: numpy's and sacreBLEU's range
 
@@ -42,9 +46,9 @@ def parse_seed(text: str) -> int:
 
 
 def option(default: Any, flag: str | None, help: str, **extra: Any) -> Any:
-    """A field of a settings dataclass (``TrainConfig``, ``DecodeOptions``): its default and,
-    where it has one, its command-line flag and help. The commands make their flags from
-    these fields (``commands.add_option_arguments``) and the workflow its arguments
+    """A field of a settings dataclass (this module's): its default and, where it has one,
+    its command-line flag and help. The commands make their flags from these fields
+    (``commands.add_option``; a boolean is ``--flag`` / ``--no-flag``) and the workflow its arguments
     (``command_flags``); the config key is the flag's name in snake case unless ``config``
     names another. ``extra``: argparse's ``type``, ``choices``, ``metavar``."""
     return field(default=default, metadata={"flag": flag, "help": help, **extra})
@@ -148,26 +152,12 @@ class TrainConfig:
     )
 
     def __post_init__(self) -> None:
-        for name in (
-            "steps",
-            "max_tokens",
-            "tokens_per_step",
-            "warmup",
-            "checkpoint_interval",
-            "keep_last",
-            "log_interval",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"train.{name} must be a positive integer, got {value!r}")
-        if self.num_threads is not None and (
-            isinstance(self.num_threads, bool)
-            or not isinstance(self.num_threads, int)
-            or self.num_threads <= 0
-        ):
-            raise ConfigError(
-                f"train.num_threads must be a positive integer, got {self.num_threads!r}"
-            )
+        require_positive_integers(
+            self, "train", ("steps", "max_tokens", "tokens_per_step", "warmup",
+                            "checkpoint_interval", "keep_last", "log_interval"),
+        )  # fmt: skip
+        if self.num_threads is not None:
+            require_positive_integers(self, "train", ("num_threads",))
         if (
             isinstance(self.seed, bool)
             or not isinstance(self.seed, int)
@@ -181,18 +171,9 @@ class TrainConfig:
                 raise ConfigError(f"train.{name} must be in [0, 1), got {getattr(self, name)!r}")
         if not self.adam_eps > 0:
             raise ConfigError(f"train.adam_eps must be positive, got {self.adam_eps!r}")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(
-                f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
-            )
-        if self.compile not in COMPILE_MODES:
-            raise ConfigError(
-                f"train.compile must be one of {', '.join(COMPILE_MODES)}, got {self.compile!r}"
-            )
-        if self.device not in DEVICES:
-            raise ConfigError(
-                f"train.device must be one of {', '.join(DEVICES)}, got {self.device!r}"
-            )
+        require_choice(self, "train", "precision", PRECISIONS)
+        require_choice(self, "train", "compile", COMPILE_MODES)
+        require_choice(self, "train", "device", DEVICES)
 
     def accumulation(self, world_size: int) -> int:
         """Micro-batches per device per optimizer step."""
@@ -231,6 +212,20 @@ class SentencePieceSettings:
         "--split-by-unicode-script",
         "sentencepiece's split_by_unicode_script: no piece mixes scripts (off lets a tree's "
         "bracket and label, '(NP', be one piece)",
+    )
+
+
+@dataclass(frozen=True)
+class TreebankSettings:
+    """How ``transformer-core treebank`` writes its trees as token sequences (Table 4; the
+    workflow's table4.linearization); the flag of every ``treebank`` action is this field's."""
+
+    linearization: str = option(
+        "xx",
+        "--linearization",
+        "the trees' leaf tokens: xx - XX for every tag (Vinyals et al. 2015), tags - each "
+        "word's part-of-speech tag (tensor2tensor's wsj_parsing), words - each word itself",
+        choices=LINEARIZATIONS,
     )
 
 
@@ -296,7 +291,7 @@ class DecodeOptions:
         "leaf per source word (transformer_core/parsing/constraint.py; the paper decodes "
         "without it)",
         type=str,
-        choices=("xx", "tags", "words"),  # parsing.trees.LINEARIZATIONS (tested equal)
+        choices=LINEARIZATIONS,
         config="tree_constraint",
     )
     min_len: int = option(0, None, "")

@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 
 from transformer_core.commands import add_records, check_outputs
+from transformer_core.config import TABLE3_ROWS
 
 HELP = "Write one Table 3 row (hyperparameters, dev PPL and BLEU, parameters) beside the paper's values."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--row",
-        required=True,
-        help="Table 3 row name (base, A1..A4, B1, B2, C1..C7, D1..D4, E, big)",
-    )
+        "--row", required=True, choices=TABLE3_ROWS, metavar="ROW",
+        help=f"Table 3 row name: {', '.join(TABLE3_ROWS)}",
+    )  # fmt: skip
     add_records(
         parser,
         "--run",

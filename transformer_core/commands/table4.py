@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_core.commands import (
-    add_decode_arguments,
-    add_records,
-    check_outputs,
-    decode_options,
-)
+from transformer_core.commands import add_decode_arguments, add_records, check_outputs
 from transformer_core.settings import PARSING_SEARCH
 
 HELP = "Assemble Table 4 (parsing F1 on the test section) from EVALB and training-summary files."
@@ -41,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--out": args.out, "--markdown": args.markdown})
+    from transformer_core.commands import decode_options
     from transformer_core.evaluation_sets import TREEBANK_SETS, paper_label
     from transformer_core.paper import TABLE4_NOTES
     from transformer_core.table4 import search_note, table4

@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from transformer_core.commands import check_outputs
+from transformer_core.commands import add_option, check_outputs
 from transformer_core.errors import UserError
 from transformer_core.files import atomic_open, read_lines
-from transformer_core.settings import parse_seed
+from transformer_core.settings import TreebankSettings, flagged_fields, parse_seed
 
 HELP = (
     "Treebank files for parsing (wsj, smoke, nltk; merge for semi-supervised training) "
@@ -24,16 +24,9 @@ HELP = (
 
 
 def _linearization(parser: argparse.ArgumentParser) -> None:
-    from transformer_core.parsing.trees import LINEARIZATIONS
-
-    parser.add_argument(
-        "--linearization",
-        choices=LINEARIZATIONS,
-        default="xx",
-        help="the trees' leaf tokens: xx - XX for every tag (Vinyals et al. 2015; default), "
-        "tags - each word's part-of-speech tag (tensor2tensor's wsj_parsing), words - "
-        "each word itself",
-    )
+    """--linearization, from its one declaration (``TreebankSettings``)."""
+    for f in flagged_fields(TreebankSettings):
+        add_option(parser, f, f.default, f.default)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ from transformer_core.data.shards import default_count, expected_pairs, parse_na
 from transformer_core.data.shards import name as shard_name
 from transformer_core.errors import ConfigError
 from transformer_core.pipeline_config import PARSING_PAIRS, table4_unavailable
-from transformer_core.settings import SentencePieceSettings, command_flags
+from transformer_core.settings import SentencePieceSettings, TreebankSettings, command_flags
 
 # A binarized split's files, its header first (the rules name a split by its header's path).
 BINARIZED_SUFFIXES = (".json",) + tuple(
@@ -157,8 +157,9 @@ class DataPlan:
     # --- the treebank ------------------------------------------------------------------------
 
     def linearization_args(self) -> list[str]:
-        """`--linearization` of the `treebank` actions: the leaf tokens of the trees."""
-        return ["--linearization", self.table4["linearization"]]
+        """`--linearization` of the `treebank` actions: the leaf tokens of the trees
+        (``settings.command_flags`` of TreebankSettings)."""
+        return command_flags(TreebankSettings, self.table4)
 
     def treebank_source(self) -> list[str]:
         """The NLTK archive is a file Snakemake can watch; the WSJ folder is checked by

@@ -1,5 +1,6 @@
-"""The package's import graph has no cycle, counting the imports inside functions too (an
-import moved into a function to dodge a cycle still ties the two modules together)."""
+"""The package's shape: no import cycle, counting the imports inside functions too (an
+import moved into a function to dodge a cycle still ties the two modules together), and
+small modules (at most ``MODULE_LINES`` lines each)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "transformer_core"
+MODULE_LINES = 450
 
 
 def module_name(path: Path) -> str:
@@ -77,3 +79,9 @@ def test_the_graph_sees_imports_inside_functions():
 def test_the_package_has_no_import_cycle():
     cycle = find_cycle(graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_no_module_is_over_the_line_limit():
+    sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in PACKAGE.rglob("*.py")}
+    assert {name: n for name, n in sizes.items() if n > MODULE_LINES} == {}
+    assert max(sizes.values()) > MODULE_LINES // 2  # the files were read

@@ -1,0 +1,106 @@
+"""What incremental decoding carries from step to step (``Transformer.init_state`` and
+``decode_step``): each decoder layer's keys and values, preallocated so that a step
+allocates nothing, and the rows of the batch that beam search keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+class PositionBuffer:
+    """Values of a batch of decoder rows at positions 0..length-1, along dimension ``dim``.
+
+    Preallocated to ``capacity`` positions, with a spare buffer of the same size, so that
+    decoding allocates nothing per step: appending a position writes in place, and
+    reordering the rows (beam search keeping the parents of its survivors, or sentences
+    leaving the batch) copies the filled positions into the spare with one index_select
+    and swaps the two. Past ``capacity`` both buffers grow to twice their length.
+    """
+
+    def __init__(self, rows: int, shape: tuple[int, ...], dim: int, capacity: int, like: Tensor):
+        self.dim, self.length = dim, 0
+        full = (rows, *shape[: dim - 1], max(1, capacity), *shape[dim - 1 :])
+        self.buffer = like.new_empty(full)
+        self.spare = like.new_empty(full)
+        self.values = self.buffer.narrow(dim, 0, 0)  # the filled positions of the current rows
+
+    def append(self, new: Tensor, rows: Tensor | None = None) -> None:
+        """Take rows ``rows`` first (None: keep them all, in order), then append position
+        ``new`` (one per row, of size 1 along ``dim``)."""
+        if self.length == self.buffer.size(self.dim):
+            self._grow()
+        if rows is not None:
+            taken = self.spare[: rows.size(0)].narrow(self.dim, 0, self.length)
+            torch.index_select(self.values, 0, rows, out=taken)
+            self.buffer, self.spare = self.spare, self.buffer
+        self.length += 1
+        self.values = self.buffer[: new.size(0)].narrow(self.dim, 0, self.length)
+        self.values.narrow(self.dim, self.length - 1, 1).copy_(new)
+
+    def _grow(self) -> None:
+        shape = list(self.buffer.shape)
+        shape[self.dim] *= 2
+        grown = self.buffer.new_empty(shape)
+        self.values = grown[: self.values.size(0)].narrow(self.dim, 0, self.length)
+        self.values.copy_(self.buffer[: self.values.size(0)].narrow(self.dim, 0, self.length))
+        self.buffer, self.spare = grown, self.buffer.new_empty(shape)
+
+
+@dataclass
+class LayerCache:
+    """Cached keys/values of one decoder layer: self-attention ones that grow by a position a
+    step (in a ``PositionBuffer``), and fixed encoder-decoder ones.
+
+    Self-attention keys/values have one row per decoder row (N * beam); the
+    encoder-decoder ones one row per source sentence (N), shared by its beam.
+    """
+
+    self_k: PositionBuffer  # (N * beam, h, t, d_k)
+    self_v: PositionBuffer  # (N * beam, h, t, d_v)
+    cross_k: Tensor  # (N, h, S, d_k)
+    cross_v: Tensor  # (N, h, S, d_v)
+
+    def append(self, k: Tensor, v: Tensor, rows: Tensor | None) -> None:
+        """Append one position's self-attention key/value (R, h, 1, d), taking cache rows
+        ``rows`` first (None: all rows, in order)."""
+        self.self_k.append(k, rows)
+        self.self_v.append(v, rows)
+
+
+@dataclass
+class DecoderState:
+    """Everything incremental decoding carries from step to step, batch-first.
+
+    The decoder runs ``beam`` consecutive rows per source sentence: row r decodes
+    sentence r // beam.
+    """
+
+    layers: list[LayerCache]
+    src_mask: Tensor  # (N, 1, 1, S) bool, one row per sentence
+    beam: int = 1
+    position: int = 0  # index of the next target position
+    pending_rows: Tensor | None = None  # self-attention cache rows to take at the next step
+
+    def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
+        """Keep decoder rows ``rows`` (beam search: the parents of the survivors).
+
+        With ``beam`` 1 the sentences follow their rows. With a larger beam, each
+        group of ``beam`` consecutive entries of ``rows`` must come from one
+        sentence's rows; ``sentences`` lists the sentences kept, in order, when some
+        leave (None: every sentence stays where it is).
+        """
+        if self.beam == 1:
+            sentences = rows
+        # The self-attention caches are gathered lazily, by the next step's append.
+        pending = self.pending_rows
+        self.pending_rows = rows if pending is None else pending.index_select(0, rows)
+        for cache in self.layers:
+            if sentences is not None:
+                cache.cross_k = cache.cross_k.index_select(0, sentences)
+                cache.cross_v = cache.cross_v.index_select(0, sentences)
+        if sentences is not None:
+            self.src_mask = self.src_mask.index_select(0, sentences)
