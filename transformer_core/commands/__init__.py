@@ -20,7 +20,7 @@ from transformer_core.config import (
     INFERENCE_MAX_TOKENS,
     PRECISIONS,
 )
-from transformer_core.settings import DecodeOptions, decode_fields
+from transformer_core.settings import DecodeOptions, decode_fields, flagged_fields
 
 PRECISION_HELP = (
     "auto: bf16 autocast where the device computes bf16 natively (CUDA GPUs with bf16, "
@@ -148,6 +148,17 @@ def add_option(
     )
 
 
+def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
+    """The flags of settings dataclass ``cls``, one per flagged field, each with its default."""
+    for f in flagged_fields(cls):
+        add_option(parser, f, f.default, str(f.default))
+
+
+def flag_values(cls: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The values ``add_option``'s flags of settings dataclass ``cls`` parsed to, by field name."""
+    return {f.name: getattr(args, f.name) for f in flagged_fields(cls)}
+
+
 def add_decode_arguments(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup, defaults: DecodeOptions | None = None
 ) -> None:
@@ -161,7 +172,7 @@ def add_decode_arguments(
 
 def decode_options(args: argparse.Namespace) -> DecodeOptions:
     """The ``DecodeOptions`` of ``add_decode_arguments``'s flags (checks them: ``--beam``)."""
-    return DecodeOptions(**{f.name: getattr(args, f.name) for f in decode_fields()})
+    return DecodeOptions(**flag_values(DecodeOptions, args))
 
 
 def add_compile_argument(

@@ -13,8 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from transformer_core.commands import add_option, check_outputs
-from transformer_core.settings import PrepareSettings, flagged_fields
+from transformer_core.commands import add_options, check_outputs, flag_values
+from transformer_core.settings import PrepareSettings
 
 HELP = "normalize (unicode, Moses punctuation, non-printing chars) and filter a parallel corpus"
 
@@ -25,8 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--src-out", required=True, type=Path)
     parser.add_argument("--tgt-out", required=True, type=Path)
     parser.add_argument("--report", required=True, type=Path, help="JSON report of the counts")
-    for f in flagged_fields(PrepareSettings):
-        add_option(parser, f, f.default, str(f.default))
+    add_options(parser, PrepareSettings)
     parser.add_argument(
         "--workers", type=int, default=1, help="processes normalizing in parallel (order is kept)"
     )
@@ -50,9 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from transformer_core.errors import UserError
     from transformer_core.files import atomic_write_text
 
-    settings = PrepareSettings(
-        **{f.name: getattr(args, f.name) for f in flagged_fields(PrepareSettings)}
-    )
+    settings = PrepareSettings(**flag_values(PrepareSettings, args))
     if (args.shard_index is None) != (args.shard is None):
         raise UserError("--shard-index and --shard go together")
     if args.shard_index is None:

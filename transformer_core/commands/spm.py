@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from transformer_core.commands import add_option, check_outputs
-from transformer_core.settings import SentencePieceSettings, flagged_fields
+from transformer_core.commands import add_options, check_outputs, flag_values
+from transformer_core.settings import SentencePieceSettings
 
 HELP = "train a joint sentencepiece BPE model on a bounded sample; encode and decode text"
 
@@ -31,10 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     train.add_argument("--model-prefix", required=True, type=Path)
     train.add_argument("--threads", type=int, help="training threads (default: all cores)")
-    for f in flagged_fields(SentencePieceSettings):
-        add_option(
-            train, f, f.default, f"{f.default:,}" if f.name == "sample_size" else str(f.default)
-        )
+    add_options(train, SentencePieceSettings)
     for name, what in (("encode", "text to pieces"), ("decode", "pieces to text")):
         action = sub.add_parser(name, help=f"{what}, line by line")
         action.add_argument("--model", required=True, type=Path, help="PREFIX.model")
@@ -51,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from transformer_core.data import bpe
 
     if args.spm_command == "train":
-        settings = {f.name: getattr(args, f.name) for f in flagged_fields(SentencePieceSettings)}
+        settings = flag_values(SentencePieceSettings, args)
         info = bpe.train(
             args.input,
             args.vocab_size,

@@ -14,7 +14,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from transformer_core.commands import add_compile_argument, add_device_arguments, add_option
+from transformer_core.commands import (
+    add_compile_argument,
+    add_device_arguments,
+    add_option,
+    flag_values,
+)
 from transformer_core.settings import TrainConfig, flagged_fields
 
 HELP = "Train a Transformer (Adam, warmup + inverse-sqrt schedule, label smoothing, DDP under torchrun)."
@@ -35,7 +40,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 def train_config(args: argparse.Namespace, **settings: Any) -> TrainConfig:
     """The ``TrainConfig`` of ``args.experiment`` with ``add_train_arguments``' flags and
     ``settings`` (device, precision, threads, compile) where given."""
-    flags = {f.name: getattr(args, f.name) for f in flagged_fields(TrainConfig)}
+    flags = flag_values(TrainConfig, args)
     return TrainConfig.for_experiment(args.experiment, **flags, **settings)
 
 

@@ -12,21 +12,15 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from transformer_core.commands import add_option, check_outputs
+from transformer_core.commands import add_options, check_outputs
 from transformer_core.errors import UserError
 from transformer_core.files import atomic_open, read_lines
-from transformer_core.settings import TreebankSettings, flagged_fields, parse_seed
+from transformer_core.settings import TreebankSettings, parse_seed
 
 HELP = (
     "Treebank files for parsing (wsj, smoke, nltk; merge for semi-supervised training) "
     "and predicted trees for EVALB (delinearize)."
 )
-
-
-def _linearization(parser: argparse.ArgumentParser) -> None:
-    """--linearization, from its one declaration (``TreebankSettings``)."""
-    for f in flagged_fields(TreebankSettings):
-        add_option(parser, f, f.default, f.default)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,13 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dir", required=True, help="folder with wsj/SS/wsj_SSNN.mrg or SS/wsj_SSNN.mrg"
     )
     wsj.add_argument("--out", required=True, help="output folder")
-    _linearization(wsj)
+    add_options(wsj, TreebankSettings)
 
     smoke = actions.add_parser(
         "smoke", help="a small treebank generated from a probabilistic grammar"
     )
     smoke.add_argument("--out", required=True, help="output folder")
-    _linearization(smoke)
+    add_options(smoke, TreebankSettings)
     smoke.add_argument("--seed", type=parse_seed, default=0, help="random seed (default: 0)")
     smoke.add_argument("--train", type=int, default=3000, help="training trees (default: 3000)")
     smoke.add_argument("--dev", type=int, default=250, help="dev trees (default: 250)")
@@ -54,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--zip", required=True, help="NLTK's treebank.zip (treebank/combined/wsj_*.mrg)"
     )
     nltk.add_argument("--out", required=True, help="output folder")
-    _linearization(nltk)
+    add_options(nltk, TreebankSettings)
     nltk.add_argument(
         "--test-files",
         type=int,
@@ -76,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="folder with a parsed corpus in the same format: train.words and train.tree",
     )
     merge.add_argument("--out", required=True, help="output folder: train.words and train.tree")
-    _linearization(merge)
+    add_options(merge, TreebankSettings)
 
     delin = actions.add_parser(
         "delinearize", help="predicted sequences -> repaired trees for EVALB"
@@ -90,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "every tag is XX (or the predicted one, with --linearization tags) and EVALB cannot "
         "delete punctuation",
     )
-    _linearization(delin)
+    add_options(delin, TreebankSettings)
 
 
 def run(args: argparse.Namespace) -> int:
