@@ -1,4 +1,4 @@
-"""Dropout with a mask from 32-bit integer draws: dropout's distribution, scaling, gradient and
+"""Dropout with a mask from 16-bit integer draws: dropout's distribution, scaling, gradient and
 seeding; the identity in eval mode."""
 
 import pytest

@@ -31,6 +31,7 @@ from transformer_core.device import (
 from transformer_core.distributed import DistContext
 from transformer_core.divergence import DivergenceWatch, dev_diverged
 from transformer_core.errors import UserError
+from transformer_core.host_memory import keep_freed_memory
 from transformer_core.model import count_parameters
 from transformer_core.perplexity import exp_mean_nll
 from transformer_core.run_dir import RunDir, Start, run_summary
@@ -141,6 +142,8 @@ def _train(
         return start.summary
 
     ctx = distributed.setup(cfg.device)
+    if ctx.device.type == "cpu":
+        keep_freed_memory()  # no page faults for the next step's same-size blocks
     try:
         return _run(folder, experiment, model_cfg, cfg, ctx, train_set, dev_set, start, provenance)
     finally:
