@@ -8,7 +8,7 @@ where the two cross. This measures both at token-bucket shapes (about 2000 token
 (median of rounds), with the model's own ``matmul_attention``.
 
 Dropout: ``nn.Dropout`` (its ``bernoulli_`` mask) against ``dropout.Dropout`` (a mask from
-32-bit integer draws), forward and backward at the shapes of a Multi30k step (2000 x 256) and
+16-bit integer draws), forward and backward at the shapes of a Multi30k step (2000 x 256) and
 its feed-forward (2000 x 1024), and the kept fraction of each.
 
     python -m bench.bench_cpu_kernels           # writes bench/results/cpu_kernels.json

@@ -35,7 +35,7 @@ LAYER_NORM_EPS = 1e-6  # tensor2tensor's value
 # arithmetic, is the time. Batched matmuls make one call each: forward and backward 5.7 times
 # faster at Multi30k's shape (130 sentences of 15 tokens), 1.3 at 16 of 128 keys, slower from
 # 200 keys on, where the weights the fused kernel never forms grow large (docs/bf16.md,
-# bench/bench_cpu_kernels.py). In fp32 the fused kernel is the faster at every shape.
+# bench/bench_cpu_kernels.py). In fp32 the fused kernel is the faster (or within noise) at every shape.
 CPU_BF16_MATMUL_MAX_KEYS = 128
 
 
