@@ -6,9 +6,9 @@ config/multi30k.yaml), bf16 autocast where this CPU computes it natively (else f
 ``--threads`` threads, on ``bench_train``'s synthetic corpus. Each process trains
 ``--warmup`` steps, then ``--steps`` timed ones, and reports target tokens per second and the
 minor page faults and the CPU time (kernel and user, all threads) per timed step
-(``getrusage``): page faults are the kernel's work, so its time shows their cost through a
-noisy machine's wall-clock variation. Rounds alternate the two settings so that a
-noisy machine slows both alike; the medians are reported.
+(``getrusage``): page faults are the kernel's work, so its time shows their cost where the
+wall clock varies from round to round. Rounds alternate the two settings so that a noisy
+machine slows both alike; the medians are reported.
 
     python -m bench.bench_host_memory      # writes bench/results/host_memory.json
 """
@@ -74,10 +74,10 @@ def measure(setting: str, threads: int, warmup: int, steps: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--child", choices=SETTINGS, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=str(ROOT / "bench/results/host_memory.json"))
     args = parser.parse_args()
