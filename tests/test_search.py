@@ -30,7 +30,7 @@ class TableState:
         self.table_ids = table_ids
         self.prefix = torch.empty(len(table_ids), 0, dtype=torch.long)
 
-    def reorder(self, rows, sentences=None):
+    def reorder(self, rows, sentences=None, beam=None):
         self.table_ids = self.table_ids.index_select(0, rows)
         self.prefix = self.prefix.index_select(0, rows)
 
@@ -98,8 +98,9 @@ def test_hand_table_exact_hypotheses_and_scores():
     lp3 = ((5 + 3) / 6) ** 0.6  # |Y| = 2 tokens + EOS
     assert hyps[0].score == pytest.approx(math.log(0.324) / lp3)
     assert hyps[1].score == pytest.approx(math.log(0.25) / lp3)
-    # Both finished at step 3 and the beam (2) was spent: three decoder steps in all.
-    assert model.step_rows == [2, 2, 2]
+    # Both finished at step 3 and the beam (2) was spent: three decoder steps in all, the
+    # first on one row (both hypotheses are still the empty one).
+    assert model.step_rows == [1, 2, 2]
     assert greedy_search(TableModel({0: GARDEN_PATH}), src(0)) == [[A, A]]
     assert beam_search(TableModel({0: GARDEN_PATH}), src(0), beam_size=1) == [[A, A]]
 
@@ -135,7 +136,7 @@ def test_early_stop_when_no_live_hypothesis_can_win():
     table = {(): {EOS: 0.6, A: 0.4}, **{(A,) * n: {A: 1.0} for n in range(1, 10)}}
     model = TableModel({0: table})
     assert beam_search(model, src(0), beam_size=4, alpha=0.0, max_len_a=0, max_len_b=10) == [[]]
-    assert model.step_rows == [4]
+    assert model.step_rows == [1]
     # With a strong penalty the live A could still win at the maximum length: search goes on,
     # and the length-10 hypothesis A^10 (log 0.4, no EOS) does win.
     model = TableModel({0: table})
@@ -150,7 +151,7 @@ def test_finished_sentences_leave_the_batch():
     model = TableModel({0: ends_now, 1: GARDEN_PATH})
     out = beam_search(model, src(0, 1), beam_size=2, alpha=0.6)
     assert out == [[], [B, B]]
-    assert model.step_rows == [4, 2, 2]
+    assert model.step_rows == [2, 2, 2]  # one row per sentence, then the one left's beam of 2
 
 
 def test_max_length_finishes_hypotheses_as_they_are():

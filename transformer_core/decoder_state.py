@@ -18,7 +18,9 @@ class PositionBuffer:
     decoding allocates nothing per step: appending a position writes in place, and
     reordering the rows (beam search keeping the parents of its survivors, or sentences
     leaving the batch) copies the filled positions into the spare with one index_select
-    and swaps the two. Past ``capacity`` both buffers grow to twice their length.
+    and swaps the two. Past ``capacity`` both buffers grow to twice their length; a
+    reorder to more rows than they hold (beam search's first, which spreads one row per
+    sentence over the beam) gives each the rows it needs, once.
     """
 
     def __init__(self, rows: int, shape: tuple[int, ...], dim: int, capacity: int, like: Tensor):
@@ -34,6 +36,8 @@ class PositionBuffer:
         if self.length == self.buffer.size(self.dim):
             self._grow()
         if rows is not None:
+            if rows.size(0) > self.spare.size(0):
+                self.spare = self.spare.new_empty((rows.size(0), *self.spare.shape[1:]))
             taken = self.spare[: rows.size(0)].narrow(self.dim, 0, self.length)
             torch.index_select(self.values, 0, rows, out=taken)
             self.buffer, self.spare = self.spare, self.buffer
@@ -76,7 +80,7 @@ class DecoderState:
     """Everything incremental decoding carries from step to step, batch-first.
 
     The decoder runs ``beam`` consecutive rows per source sentence: row r decodes
-    sentence r // beam.
+    sentence r // beam (``reorder`` may change ``beam``).
     """
 
     layers: list[LayerCache]
@@ -85,16 +89,23 @@ class DecoderState:
     position: int = 0  # index of the next target position
     pending_rows: Tensor | None = None  # self-attention cache rows to take at the next step
 
-    def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
-        """Keep decoder rows ``rows`` (beam search: the parents of the survivors).
+    def reorder(
+        self, rows: Tensor, sentences: Tensor | None = None, beam: int | None = None
+    ) -> None:
+        """Keep decoder rows ``rows`` (beam search: the parents of the survivors), ``beam`` of
+        them per sentence from now on (None: as many as before).
 
-        With ``beam`` 1 the sentences follow their rows. With a larger beam, each
-        group of ``beam`` consecutive entries of ``rows`` must come from one
-        sentence's rows; ``sentences`` lists the sentences kept, in order, when some
-        leave (None: every sentence stays where it is).
+        With one row per sentence before and after, the sentences follow their rows.
+        Otherwise each group of ``beam`` consecutive entries of ``rows`` must come from
+        one sentence's rows; ``sentences`` lists the sentences kept, in order, when some
+        leave (None: every sentence stays where it is). Beam search's first step runs one
+        row per sentence (its k hypotheses are all the empty one) and its first reorder
+        spreads each over k rows.
         """
-        if self.beam == 1:
+        beam = self.beam if beam is None else beam
+        if self.beam == 1 and beam == 1:
             sentences = rows
+        self.beam = beam
         # The self-attention caches are gathered lazily, by the next step's append.
         pending = self.pending_rows
         self.pending_rows = rows if pending is None else pending.index_select(0, rows)

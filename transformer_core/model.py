@@ -37,6 +37,14 @@ LAYER_NORM_EPS = 1e-6  # tensor2tensor's value
 # 200 keys on, where the weights the fused kernel never forms grow large (docs/bf16.md,
 # bench/bench_cpu_kernels.py). In fp32 the fused kernel is the faster (or within noise) at every shape.
 CPU_BF16_MATMUL_MAX_KEYS = 128
+# On CPUs, torch's bmm multiplies matrices of fewer than this many multiply-adds in a scalar
+# loop, not a BLAS kernel. A decoding step's self-attention is one query per row and head:
+# q k^T and weights-times-v are 1 x d_k x t products, in that loop for t * d_k < 400 (up to 12
+# keys at Multi30k's d_k 32). There, products and sums are faster in fp32: 318 us against 897
+# for 128 rows of 8 heads over 12 keys, one thread; from 16 keys on the BLAS kernel wins (265 us
+# against 396). In bf16, k q^T (the keys in their stored order) beats q k^T at every length:
+# 501 us against 761 at 12 keys, 621 against 729 at 20 (docs/ctranslate2.md).
+CPU_SMALL_BMM = 400
 
 
 def sinusoidal_encoding(length: int, d_model: int) -> Tensor:
@@ -63,6 +71,25 @@ def matmul_attention(
         future = torch.ones(weights.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
         weights = weights.masked_fill(future, -math.inf)
     return torch.matmul(torch.softmax(weights, dim=-1, dtype=torch.float32).to(v.dtype), v)
+
+
+def one_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
+    """``matmul_attention`` of one query per row and head, q (B, h, 1, d_k), on a CPU
+    (``CPU_SMALL_BMM``): in fp32 as elementwise products and sums, in bf16 as k q^T and
+    weights v (bf16 products still accumulate in fp32). The same arithmetic, summed in
+    another order."""
+    scale = q.size(-1) ** -0.5
+    fp32 = q.dtype == torch.float32
+    if fp32:
+        weights = (q * k).sum(-1).unsqueeze(-2) * scale  # (B, h, 1, S)
+    else:
+        weights = torch.matmul(k, q.transpose(-2, -1)).transpose(-2, -1) * scale
+    if mask is not None:
+        weights = weights.masked_fill(~mask, -math.inf)
+    weights = torch.softmax(weights, dim=-1, dtype=torch.float32).to(v.dtype)
+    if fp32:
+        return (weights.transpose(-2, -1) * v).sum(-2, keepdim=True)
+    return torch.matmul(weights, v)
 
 
 class MultiHeadAttention(nn.Module):
@@ -102,11 +129,19 @@ class MultiHeadAttention(nn.Module):
 
         ``mask`` is boolean, broadcastable to (B, h, T, S), True where attention is allowed.
         On CPUs plain matmuls replace SDPA where they were measured faster: a decoding step
-        (``decoding``: a few queries against cached keys), and bf16 (autocast) up to
-        ``CPU_BF16_MATMUL_MAX_KEYS`` keys.
+        (``decoding``: a few queries against cached keys; one query over few keys as products
+        and sums, ``CPU_SMALL_BMM``), and bf16 (autocast) up to ``CPU_BF16_MATMUL_MAX_KEYS`` keys.
         """
         q = self.split_heads(self.w_q(query), self.d_k)  # (B, h, T, d_k)
-        if q.device.type == "cpu" and (
+        on_cpu = q.device.type == "cpu"
+        one_query = (
+            decoding
+            and q.size(-2) == 1
+            and (q.dtype == torch.bfloat16 or k.size(-2) * self.d_k < CPU_SMALL_BMM)
+        )
+        if on_cpu and one_query:
+            out = one_query_attention(q, k, v, mask)
+        elif on_cpu and (
             decoding or (q.dtype == torch.bfloat16 and k.size(-2) <= CPU_BF16_MATMUL_MAX_KEYS)
         ):
             out = matmul_attention(q, k, v, mask, is_causal)
@@ -327,7 +362,8 @@ class Transformer(nn.Module):
 
         The encoder-decoder keys/values are computed once per sentence; the
         self-attention caches start empty, with room for ``capacity`` positions (the
-        longest output the search allows; they grow if it is exceeded).
+        longest output the search allows; they grow if it is exceeded) and grow in rows if
+        ``DecoderState.reorder`` asks for more (beam search starts with one row a sentence).
         """
         rows = memory.size(0) * beam
         layers = []

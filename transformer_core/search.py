@@ -107,13 +107,10 @@ def _position_cap(model: nn.Module) -> int | None:
 
 
 def blocked_tokens(cfg, device: torch.device) -> tuple[Tensor, Tensor]:
-    """Two (V,) rows to add to log-probs: -inf at pad and BOS (never generated), and the
-    same with EOS too (before ``min_len`` real tokens exist)."""
-    never = torch.zeros(cfg.vocab_size, device=device)
-    never[[cfg.pad_id, cfg.bos_id]] = -math.inf
-    no_eos = never.clone()
-    no_eos[cfg.eos_id] = -math.inf
-    return never, no_eos
+    """Two lists of token ids whose log-probs are set to -inf: pad and BOS (never generated),
+    and the same with EOS too (before ``min_len`` real tokens exist)."""
+    never = torch.tensor([cfg.pad_id, cfg.bos_id], device=device)
+    return never, torch.cat([never, torch.tensor([cfg.eos_id], device=device)])
 
 
 def _next_log_probs(
@@ -122,12 +119,13 @@ def _next_log_probs(
     """Log-probs (rows, V) of the next token, in fp32, with the never-generated tokens masked.
 
     ``step`` is the number of tokens generated once this one is chosen (1-based);
-    ``blocked`` is ``blocked_tokens``'s pair.
+    ``blocked`` is ``blocked_tokens``'s pair. The mask fills those few columns (not a pass
+    over the whole (rows, V) tensor).
     """
     log_probs = model.decode_step(tokens, state).float()
     torch.log_softmax(log_probs, dim=-1, out=log_probs)  # in place: no second (rows, V) tensor
     # EOS now would leave fewer than min_len real tokens: blocked with the never-generated ones.
-    return log_probs.add_(blocked[1] if step - 1 < min_len else blocked[0])
+    return log_probs.index_fill_(1, blocked[1] if step - 1 < min_len else blocked[0], -math.inf)
 
 
 class FinishedHypotheses:
@@ -270,22 +268,26 @@ def beam_search_nbest(
     )  # (N,) on the device
     longest = int(max_lens.max())  # one read per batch: the length the buffers need
     memory, src_mask = model.encode(src_tokens)
-    state = model.init_state(memory, src_mask, beam=k, capacity=longest)  # k rows per sentence
+    # One decoder row per sentence at the first step: its k hypotheses are all the empty one.
+    # The first reorder spreads each sentence over k rows.
+    state = model.init_state(memory, src_mask, capacity=longest)
     finished = FinishedHypotheses(batch, k, nbest, longest, device)
     blocked = blocked_tokens(cfg, device)
-    tree = constraint.start(src_tokens, k, max_lens) if constraint is not None else None
+    tree = constraint.start(src_tokens, 1, max_lens) if constraint is not None else None
 
     active = list(range(batch))  # original index of each active sentence (host)
     active_index = torch.arange(batch, device=device)  # the same, on the device
     active_max_lens = max_lens  # (A,)
     max_len_penalty = length_penalty(max_lens.to(torch.float32), alpha)  # (A,) lp(max_len)
-    # Only beam 0 is real at the start; the others would duplicate it.
+    # Only beam 0 is real at the start; the others duplicate it (same row) and are never chosen
+    # before it, as in a search that ran k identical rows.
     scores = torch.full((batch, k), -math.inf, device=device)  # (A, k) log-probs of live hypotheses
     scores[:, 0] = 0.0
-    tokens = torch.full((batch * k,), cfg.bos_id, dtype=torch.long, device=device)  # last inputs
+    tokens = torch.full((batch,), cfg.bos_id, dtype=torch.long, device=device)  # last inputs
     history = PositionBuffer(batch * k, (), 1, longest, tokens)  # (A*k, t) generated so far
-    offsets = torch.arange(batch, device=device)[:, None] * k
+    sentence_rows = torch.arange(batch, device=device)[:, None]  # (A, 1) each sentence's first row
     order_rank = torch.arange(2 * k, device=device)
+    beam_rows = 1  # decoder rows per sentence: 1 at the first step, k after
 
     step = 0
     while True:  # until every sentence is done
@@ -298,14 +300,18 @@ def beam_search_nbest(
             tree.mask_(log_probs, step)
         row_log_probs, row_tokens = row_topk(log_probs, 2 * k)
         per_row = row_log_probs.size(1)  # 2k, or V if smaller
-        candidates = (scores.view(-1, 1) + row_log_probs).view(n_active, k * per_row)
+        # (A, k, per_row): hypothesis j's extensions (at the first step all k share one row's).
+        row_log_probs = row_log_probs.view(n_active, beam_rows, per_row)
+        row_tokens = row_tokens.view(n_active, beam_rows, per_row).expand(n_active, k, per_row)
+        candidates = (scores[:, :, None] + row_log_probs).view(n_active, k * per_row)
         width = min(2 * k, k * per_row)
         cand_scores, cand_index = candidates.topk(width, dim=1)  # (A, 2k) best first
         cand_parent = torch.div(cand_index, per_row, rounding_mode="floor")
-        cand_token = row_tokens.view(n_active, k * per_row).gather(1, cand_index)
+        cand_token = row_tokens.reshape(n_active, k * per_row).gather(1, cand_index)
         at_max = (active_max_lens <= step)[:, None]  # (A, 1)
         ends = (cand_token == cfg.eos_id) | at_max  # (A, 2k)
-        cand_rows = offsets[:n_active] + cand_parent  # (A, 2k) rows of the parents
+        # (A, 2k) decoder rows of the parents (at the first step, every parent is the one row).
+        cand_rows = sentence_rows[:n_active] * beam_rows + cand_parent.clamp(max=beam_rows - 1)
 
         # Finished: ending candidates among the k best with a finite score.
         fin = ends[:, :k] & torch.isfinite(cand_scores[:, :k])
@@ -353,7 +359,8 @@ def beam_search_nbest(
                 live_token[kept],
             )
         rows = live_rows.reshape(-1)
-        state.reorder(rows, kept)
+        state.reorder(rows, kept, beam=k)
+        beam_rows = k
         tokens = live_token.reshape(-1)
         if tree is not None:
             tree.advance(rows, tokens)
