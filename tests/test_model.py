@@ -9,8 +9,8 @@ import transformer_core.model as model_module
 from transformer_core.decoder_state import PositionBuffer
 from transformer_core.model import (
     Transformer,
+    decoding_attention,
     matmul_attention,
-    one_query_attention,
     parameter_count,
     sinusoidal_encoding,
 )
@@ -203,20 +203,22 @@ def test_matmul_attention_equals_sdpa_with_a_padding_mask():
 
 
 @pytest.mark.parametrize("keys", [1, 5, 12, 30])
-def test_one_query_attention_equals_matmul_attention(keys):
-    """A decoding step's attention of one query per row and head (fp32: products and sums;
-    bf16: k q^T), with and without a padding mask, gives matmul_attention's result."""
+@pytest.mark.parametrize("queries", [1, 4])
+def test_decoding_attention_equals_matmul_attention(keys, queries):
+    """A decoding step's attention (one query per row and head: fp32 products and sums, bf16
+    k q^T; short rows: the softmax over the whole tensor), with and without a padding mask,
+    gives matmul_attention's result."""
     gen = torch.Generator().manual_seed(keys)
-    q, k, v = (torch.randn(6, 4, n, 32, generator=gen) for n in (1, keys, keys))
+    q, k, v = (torch.randn(6, 4, n, 32, generator=gen) for n in (queries, keys, keys))
     mask = torch.ones(6, 1, 1, keys, dtype=torch.bool)
     mask[2, ..., keys // 2 + 1 :] = False
     for m in (None, mask):
         torch.testing.assert_close(
-            one_query_attention(q, k, v, m), matmul_attention(q, k, v, m), atol=1e-6, rtol=0
+            decoding_attention(q, k, v, m), matmul_attention(q, k, v, m), atol=1e-6, rtol=0
         )
         q16, k16, v16 = (t.bfloat16() for t in (q, k, v))
         torch.testing.assert_close(
-            one_query_attention(q16, k16, v16, m).float(),
+            decoding_attention(q16, k16, v16, m).float(),
             matmul_attention(q16, k16, v16, m).float(),
             atol=1e-2,
             rtol=0,
