@@ -173,6 +173,7 @@ def counting(weights: set[int], vocab_size: int, logit_rows: int) -> Iterator[Ho
         return method
 
     sdpa, matmul_attention = F.scaled_dot_product_attention, model_module.matmul_attention
+    decoding_attention = model_module.decoding_attention
 
     def recorded(attend: Callable) -> Callable:
         def attention(q, k, v, *args, **kwargs):
@@ -185,6 +186,7 @@ def counting(weights: set[int], vocab_size: int, logit_rows: int) -> Iterator[Ho
         setattr(torch.Tensor, name, copy_out(name))
     F.scaled_dot_product_attention = recorded(sdpa)
     model_module.matmul_attention = recorded(matmul_attention)
+    model_module.decoding_attention = recorded(decoding_attention)
     try:
         with mode:
             yield mode
@@ -193,6 +195,7 @@ def counting(weights: set[int], vocab_size: int, logit_rows: int) -> Iterator[Ho
             setattr(torch.Tensor, name, method)
         F.scaled_dot_product_attention = sdpa
         model_module.matmul_attention = matmul_attention
+        model_module.decoding_attention = decoding_attention
 
 
 def per(counter: Counter, n: int) -> dict[str, float]:
