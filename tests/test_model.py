@@ -284,6 +284,29 @@ def test_beam_rows_share_their_sentence_encoder_cache():
     torch.testing.assert_close(step, full[:, 2], atol=1e-5, rtol=0)
 
 
+def test_one_row_per_sentence_spreads_over_the_beam():
+    """Beam search's first step: one row per sentence, then the first reorder spreads each
+    sentence over ``beam`` rows (the caches grow in rows); logits stay exact."""
+    model = tiny_model(TINY)
+    src, tgt = random_batch(TINY, tgt_len=4)
+    beam = 3
+    with torch.no_grad():
+        memory, mask = model.encode(src)
+        state = model.init_state(memory, mask, capacity=2)  # one row per sentence
+        model.decode_step(tgt[:, 0], state)
+        rows = torch.arange(src.size(0)).repeat_interleave(beam)  # each sentence's one row, 3 times
+        state.reorder(rows, beam=beam)
+        row_tgt = tgt.repeat_interleave(beam, dim=0)
+        model.decode_step(row_tgt[:, 1], state)
+        # Sentence 0 leaves; the others permute their rows.
+        rows = torch.tensor([4, 3, 3, 8, 6, 7])
+        state.reorder(rows, sentences=torch.tensor([1, 2]))
+        step = model.decode_step(row_tgt[rows, 2], state)
+        full = model(src[rows // beam], row_tgt[rows])
+    assert state.beam == beam
+    torch.testing.assert_close(step, full[:, 2], atol=1e-5, rtol=0)
+
+
 def test_parameter_count_matches_instantiated_model():
     assert parameter_count(TINY) == sum(p.numel() for p in Transformer(TINY).parameters())
 
