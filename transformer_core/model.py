@@ -78,9 +78,9 @@ def matmul_attention(
 
 
 def softmax_fp32(weights: Tensor) -> Tensor:
-    """softmax over the last dimension, computed in fp32; on a CPU, rows shorter than
-    ``CPU_SHORT_SOFTMAX`` as exp(x - max) / sum over the whole tensor at once."""
-    if weights.device.type != "cpu" or weights.size(-1) >= CPU_SHORT_SOFTMAX:
+    """softmax over the last dimension, computed in fp32 (on a CPU: ``decoding_attention``); rows
+    shorter than ``CPU_SHORT_SOFTMAX`` as exp(x - max) / sum over the whole tensor at once."""
+    if weights.size(-1) >= CPU_SHORT_SOFTMAX:
         return torch.softmax(weights, dim=-1, dtype=torch.float32)
     weights = weights.float()
     exp = (weights - weights.amax(-1, keepdim=True)).exp_()
