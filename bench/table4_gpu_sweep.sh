@@ -9,7 +9,8 @@
 # Each run trains until its --steps or TRAIN_SECONDS (default 330), whichever comes first,
 # with a checkpoint every CURVE_EVERY steps (default 4000) kept; then every checkpoint at a
 # multiple of CURVE_EVERY is decoded (beam 4, alpha 1.0; at most DECODE_SECONDS each, default
-# 150), without and with --tree-constraint (NAME@STEPc), and scored: one JSON line each in
+# 150), without and with --tree-constraint (NAME@STEPc; only with it when UNCONSTRAINED=0), and
+# scored: one JSON line each in
 # $OUT/sweep.jsonl, the logs in $OUT/logs.tgz. It needs ptb/nltk_treebank.zip under .gpu/data/ (carried beside the tree)
 # and the wheels of .whl/ (sacremoses).
 set -uo pipefail
@@ -17,6 +18,8 @@ SWEEP=$1
 TRAIN_SECONDS=${2:-330}
 CURVE_EVERY=${CURVE_EVERY:-4000}
 DECODE_SECONDS=${DECODE_SECONDS:-150}
+SEARCHES=("" --tree-constraint)
+[ "${UNCONSTRAINED:-1}" = 0 ] && SEARCHES=(--tree-constraint)
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
 OUT=$(realpath "$OUT")
@@ -56,7 +59,7 @@ for run in "$WORK"/*/run; do
         [ -f "$checkpoint" ] || continue
         step=$((10#$(basename "$checkpoint" .pt | cut -d_ -f2)))
         [ $((step % CURVE_EVERY)) -eq 0 ] || continue
-        for constraint in "" --tree-constraint; do
+        for constraint in "${SEARCHES[@]}"; do
             timeout "$DECODE_SECONDS" python3 -m bench.table4_dev "$name@$step${constraint:+c}" \
                 --from "$name" --work "$WORK" --zip "$ZIP" $constraint \
                 --checkpoint "checkpoints/$(basename "$checkpoint")" --beam 4 --alpha 1.0 \

@@ -14,12 +14,13 @@ from transformer_core.parsing.constraint import (
     CONT_LEAF,
     CONT_OPEN,
     LEAF,
+    MAX_OPEN_RUN,
     OPEN,
     TreeConstraint,
     piece_category,
 )
 from transformer_core.parsing.smoke import generate_treebank
-from transformer_core.parsing.trees import delinearize, linearize
+from transformer_core.parsing.trees import delinearize, is_bracket, linearize
 from transformer_core.search import beam_search
 
 EOS = 3
@@ -139,6 +140,59 @@ def test_a_bare_word_start_takes_its_kind_from_the_next_piece(constraint):
     assert "</s>" in allowed(state)
 
 
+# A words vocabulary: the leaves are words, some in two pieces.
+WORD_PIECES = ["<pad>", "<unk>", "<s>", "</s>", "▁(S", "▁)S", "▁(NP", "▁)NP", "▁the", "▁dog",
+               "▁", "s", "he", "NN"]  # fmt: skip
+WORD_ID = {piece: i for i, piece in enumerate(WORD_PIECES)}
+
+
+def copy_walk(source, pieces):
+    """A ``words`` hypothesis of the source ``source`` (pieces) after ``pieces``, and what it
+    allows next."""
+    constraint = TreeConstraint(WORD_PIECES, special=[0, 1, 2], eos_id=EOS, linearization="words")
+    src = torch.tensor([[WORD_ID[piece] for piece in source] + [EOS]])
+    state = constraint.start(src, beam=1, max_lens=torch.tensor([100]))
+    for piece in pieces:
+        state.advance(torch.tensor([0]), torch.tensor([WORD_ID[piece]]))
+    finite = torch.isfinite(state.mask_(torch.zeros(1, len(WORD_PIECES)), len(pieces) + 1)[0])
+    return state, {WORD_PIECES[i] for i in finite.nonzero().flatten().tolist()}
+
+
+def test_under_words_each_leaf_is_the_next_source_word_piece_by_piece():
+    source = ["▁the", "▁dog", "s"]  # "the dogs"
+    assert copy_walk(source, ["▁(S"])[1] == {"▁(S", "▁(NP", "▁the", "NN"}  # not ▁dog, not ▁
+    # "the" is whole: no continuation may lengthen it ("s", "he"); the next leaf is "dog".
+    assert copy_walk(source, ["▁(S", "▁the"])[1] == {"▁(S", "▁(NP", "▁dog"}
+    assert copy_walk(source, ["▁(S", "▁the", "▁dog"])[1] == {"s"}  # the word goes on
+    state, after = copy_walk(source, ["▁(S", "▁the", "▁dog", "s"])
+    assert after == {"▁)S"} and state.copy.position.item() == 3  # both words copied
+    # A word that starts with a bare ▁: the ▁ only where the source has it, then its piece.
+    assert copy_walk(["▁", "he"], ["▁(S"])[1] == {"▁(S", "▁(NP", "▁", "NN"}
+    assert copy_walk(["▁", "he"], ["▁(S", "▁"])[1] == {"he"}
+
+
+def test_under_words_a_row_the_copy_leaves_nothing_keeps_the_trees_pieces():
+    # A bare ▁ before a piece sentencepiece could not encode: no piece is that <unk>, so the
+    # row may go on as the tree allows (a continuation), and the search goes on.
+    assert copy_walk(["▁", "<unk>"], ["▁(S", "▁"])[1] == {"s", "he", "NN"}
+
+
+def test_under_words_a_label_goes_on_only_in_capitals_and_a_close_matches_its_open():
+    # After a bracket a continuation extends its label: "NN" can, "he" and "s" cannot.
+    assert {"NN"} == copy_walk(["▁the"], ["▁(S", "▁(NP"])[1] & {"NN", "he", "s"}
+    # The innermost open is NP: its close is )NP, not )S.
+    assert copy_walk(["▁the", "▁dog"], ["▁(S", "▁(NP", "▁the"])[1] == {"▁)NP", "▁(S", "▁(NP",
+                                                                        "▁dog"}  # fmt: skip
+
+
+def test_under_words_brackets_open_at_most_max_open_run_in_a_row():
+    opens = ["▁(S"] + ["▁(NP"] * (MAX_OPEN_RUN - 1)
+    assert "▁(NP" not in copy_walk(["▁the"], opens)[1]
+    assert "▁(NP" in copy_walk(["▁the"], opens[:-1])[1]
+    # A leaf starts a new run.
+    assert "▁(NP" in copy_walk(["▁the", "▁dog"], [*opens, "▁the"])[1]
+
+
 def test_state_follows_the_kept_rows(constraint):
     src = torch.tensor([[ID["▁the"], EOS], [ID["▁the"], EOS]])
     state = constraint.start(
@@ -152,7 +206,8 @@ def test_state_follows_the_kept_rows(constraint):
 
 
 @pytest.mark.parametrize(
-    "linearization, split_by_script", [("tags", False), ("xx", True), ("tags", True)]
+    "linearization, split_by_script",
+    [("tags", False), ("xx", True), ("tags", True), ("words", False)],
 )
 def test_a_random_model_decodes_only_well_formed_trees(tmp_path, linearization, split_by_script):
     trees = generate_treebank({"train": 300})["train"]
@@ -176,6 +231,8 @@ def test_a_random_model_decodes_only_well_formed_trees(tmp_path, linearization, 
         tokens = sp.decode(ids).split()
         _, repairs = delinearize(tokens, sentence.split(), linearization=linearization)
         assert not repairs, (sentence, tokens, repairs)
+        if linearization == "words":  # the leaves are the sentence, copied
+            assert [t for t in tokens if not is_bracket(t)] == sentence.split()
         repaired += bool(delinearize(sp.decode(unconstrained).split(), sentence.split(),
                                      linearization=linearization)[1])  # fmt: skip
     assert repaired > 0  # the random model alone makes ill-formed trees: the test can fail
