@@ -288,8 +288,8 @@ class DecodeOptions:
         None,
         "--tree-constraint",
         "parsing: extend hypotheses only into well-formed trees of this linearization, with one "
-        "leaf per source word (transformer_core/parsing/constraint.py; the paper decodes "
-        "without it)",
+        "leaf per source word; under words each leaf is the source's next word, copied "
+        "(transformer_core/parsing/constraint.py; the paper decodes without it)",
         type=str,
         choices=LINEARIZATIONS,
         config="tree_constraint",

@@ -145,8 +145,11 @@ def search_note(search: DecodeOptions) -> str:
         "+ 300), average the last checkpoints as the base model does, and "
     )
     if search.tree_constraint:
+        copied = (
+            ", the sentence's words copied into them" if search.tree_constraint == "words" else ""
+        )
         text += (
-            "search only well-formed trees with one leaf per word (the tree constraint, "
+            f"search only well-formed trees with one leaf per word{copied} (the tree constraint, "
             f"linearization {search.tree_constraint}; the paper's search has none)"
         )
     else:

@@ -45,7 +45,7 @@ CONTINUATIONS = (CONT_OPEN, CONT_OPEN_BARE, CONT_CLOSE, CONT_CLOSE_BARE, CONT_LE
 # The most brackets opened in a row, between two leaves, under the copy: the NLTK sample's 3,396
 # training trees open at most 6 (25 runs of 5, 2,533 of 3).
 MAX_OPEN_RUN = 6
-LABEL_CHARACTERS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZ$-")  # the treebank's phrase labels: PRP$, -LRB-
+LABEL_CHARACTERS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZ$-|")  # phrase labels: PRP$, -LRB-, ADVP|PRT
 
 
 def piece_category(piece: str) -> int:
@@ -246,7 +246,8 @@ class TreeState:
         table = torch.stack([columns[c] for c in range(NEVER + 1)], dim=1)  # (rows, categories)
         allowed = table.index_select(1, self.category)  # (rows, V)
         if self.copy is not None:  # a row the copy leaves nothing keeps the tree's pieces
-            copied = allowed & self.copy.allowed()
+            copied = self.copy.allowed()
+            copied &= allowed
             allowed = torch.where(copied.any(dim=1, keepdim=True), copied, allowed)
         return log_probs.masked_fill_(~allowed, float("-inf"))
 
@@ -290,8 +291,8 @@ class WordCopy:
       piece;
     - inside a copied word the word's next piece is the only one allowed, and once the word is
       whole no continuation piece is (it would lengthen the word);
-    - after a bracket, a continuation piece only of label characters (capitals, ``$``, ``-``):
-      else the words the copy refuses come back glued to a label (``(ADJPnur``);
+    - after a bracket, a continuation piece only of label characters (capitals, ``$``, ``-``,
+      ``|``): else the words the copy refuses come back glued to a label (``(ADJPnur``);
     - at most ``MAX_OPEN_RUN`` brackets open in a row: a parser that cannot place the next
       word otherwise opens brackets until the output's length runs out;
     - a source piece sentencepiece could not encode (``<unk>``) lets any leaf stand for it.
@@ -305,12 +306,21 @@ class WordCopy:
     def __init__(self, category: Tensor, label_piece: Tensor, close_of: Tensor, source: Tensor):
         self.starts_leaf = (category == LEAF) | (category == BARE)  # (V,)
         self.continues = torch.isin(category, torch.tensor(CONTINUATIONS, device=category.device))
-        self.not_label = self.continues & ~label_piece
         self.opens = (category == OPEN) | (category == OPEN_BARE)
         self.closes = (category == CLOSE) | (category == CLOSE_BARE)
         self.close_of = close_of
         self.unknown = category == NEVER
-        self.ids = torch.arange(category.numel(), device=category.device)
+        # Each piece's kind, the columns of the per-row table ``allowed`` builds (0: EOS and
+        # specials; 1: starts a leaf; 2: continues a label or a word; 3: continues a word only;
+        # 4: opens; 5: closes).
+        kind = torch.zeros_like(category)
+        for value, pieces in enumerate(
+            (self.starts_leaf, self.continues & label_piece, self.continues & ~label_piece,
+             self.opens, self.closes),
+            start=1,
+        ):  # fmt: skip
+            kind[pieces] = value
+        self.kind = kind
         self.source = source  # (rows, S): each row's source pieces, EOS and padding
         self.length = (category[source] == EOS).int().argmax(dim=1)  # pieces before EOS
         self.position = torch.zeros(source.shape[0], dtype=torch.long, device=source.device)
@@ -332,18 +342,27 @@ class WordCopy:
         return self.length - self.position
 
     def allowed(self) -> Tensor:
-        """(rows, V) the pieces the copy allows each row next."""
+        """(rows, V) the pieces the copy allows each row next: a table of (rows, kinds) spread
+        over the vocabulary, then each row's own next piece and matching close."""
         following = self.next_piece()
-        is_next = self.ids[None, :] == following[:, None]
-        finish = self.in_word & self.continues[following]  # the word has pieces left
-        whole = self.in_word & ~self.continues[following]
-        allowed = ~self.starts_leaf[None, :] | is_next | self.unknown[following][:, None]
-        allowed &= ~(whole[:, None] & self.continues[None, :])
-        allowed &= ~(~self.in_word[:, None] & self.not_label[None, :])
-        allowed &= ~((self.open_run >= MAX_OPEN_RUN)[:, None] & self.opens[None, :])
-        innermost = self.expected.gather(1, (self.depth - 1).clamp(min=0)[:, None])  # (rows, 1)
-        allowed &= ~(self.closes[None, :] & (innermost >= 0) & (self.ids[None, :] != innermost))
-        return torch.where(finish[:, None], is_next, allowed)
+        finish = self.in_word & self.continues[following]  # the word has pieces left: only them
+        innermost = self.expected.gather(1, (self.depth - 1).clamp(min=0)[:, None]).squeeze(1)
+        table = torch.stack(
+            [
+                torch.ones_like(finish),  # EOS (the tree says when)
+                self.unknown[following],  # a leaf: the next piece (below), any for an <unk>
+                ~self.in_word,  # a label goes on after a bracket, not after a whole word
+                torch.zeros_like(finish),  # a word goes on only while it has pieces (below)
+                self.open_run < MAX_OPEN_RUN,
+                innermost < 0,  # a close: the innermost open's (below), any for a split label
+            ],
+            dim=1,
+        )
+        allowed = (table & ~finish[:, None]).index_select(1, self.kind)
+        rows = torch.arange(following.numel(), device=following.device)
+        allowed[rows, following] |= finish | self.starts_leaf[following]
+        allowed[rows, innermost.clamp(min=0)] |= (innermost >= 0) & ~finish
+        return allowed
 
     def advance(self, rows: Tensor, tokens: Tensor) -> None:
         """Keep the rows at ``rows`` and extend them by ``tokens``, as ``TreeState.advance``."""
