@@ -8,8 +8,8 @@ tree ``delinearize`` reads without a repair:
 
 - one root: ``(X`` opens the tree as its first token, and the tree ends when it closes;
 - a leaf (``XX``, or under ``tags`` any other token) only inside a bracket, and at most one
-  leaf per source word; under ``words`` each leaf is the source's next word, piece by piece
-  (``WordCopy``);
+  leaf per source word; under ``words`` each leaf is the source's next word, piece by piece,
+  with the rules that keep that search on its track (``WordCopy``);
 - ``)X`` only when its bracket holds something, and the root's only after the last leaf;
 - EOS only after the root has closed over exactly one leaf per source word;
 - no piece after which the tree could not be finished within the maximum output length.
@@ -295,6 +295,8 @@ class WordCopy:
       ``|``): else the words the copy refuses come back glued to a label (``(ADJPnur``);
     - at most ``MAX_OPEN_RUN`` brackets open in a row: a parser that cannot place the next
       word otherwise opens brackets until the output's length runs out;
+    - a close matches the innermost open (``▁)NP`` for ``▁(NP``) where the vocabulary has both
+      whole;
     - a source piece sentencepiece could not encode (``<unk>``) lets any leaf stand for it.
 
     Where the copy would leave a row no piece at all (an ``<unk>`` after a bare ``▁``), that row
@@ -376,8 +378,8 @@ class WordCopy:
         self.in_word = copied
         opens = self.opens[tokens]
         self.open_run = torch.where(copied, 0, self.open_run + opens.long())
-        rows_opening = opens.nonzero().squeeze(1)
+        each = torch.arange(tokens.numel(), device=tokens.device)
         deepest = self.expected.shape[1] - 1  # reached only past the cap, where the copy gave way
-        at = self.depth[rows_opening].clamp(max=deepest)
-        self.expected[rows_opening, at] = self.close_of[tokens[rows_opening]]
+        at = self.depth.clamp(max=deepest)
+        self.expected[each, at] = torch.where(opens, self.close_of[tokens], self.expected[each, at])
         self.depth = self.depth + opens.long() - self.closes[tokens].long()
