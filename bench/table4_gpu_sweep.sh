@@ -10,8 +10,7 @@
 # with a checkpoint every CURVE_EVERY steps (default 4000) kept; then every checkpoint at a
 # multiple of CURVE_EVERY is decoded (beam 4, alpha 1.0; at most DECODE_SECONDS each, default
 # 150), without and with --tree-constraint (NAME@STEPc; only with it when UNCONSTRAINED=0), and
-# scored: one JSON line each in
-# $OUT/sweep.jsonl, the logs in $OUT/logs.tgz. It needs ptb/nltk_treebank.zip under .gpu/data/ (carried beside the tree)
+# scored: one JSON line each in $OUT/sweep.jsonl, the logs in $OUT/logs.tgz. It needs ptb/nltk_treebank.zip under .gpu/data/ (carried beside the tree)
 # and the wheels of .whl/ (sacremoses).
 set -uo pipefail
 SWEEP=$1
