@@ -233,20 +233,21 @@ def test_train_config_and_the_schema_agree_field_by_field():
     for f in flagged_fields(TrainConfig):
         key = config_key(f)
         section = checkpointing if f.metadata.get("by_experiment") else train
-        assert section[key]["type"] == json_type[type(f.default)], key
+        kind = int if f.default is None else type(f.default)  # None: an optional integer
+        assert section[key]["type"] == json_type[kind], key
         assert section[key].get("default", f.default) == f.default, key
         if key in table4:
             assert table4[key]["type"] == section[key]["type"], key
     settings = {"steps": 7, "max_tokens": 11, "tokens_per_step": 13, "warmup": 17,
                 "lr_scale": 0.5, "checkpoint_interval": 3, "average_last": 2, "seed": 5,
-                "log_interval": 9, "dropout": 0.3}  # fmt: skip
+                "log_interval": 9, "dev_interval": 19, "dropout": 0.3}  # fmt: skip
     args = build_parser().parse_args(
         ["train", "--train", "t", "--out-dir", "r", "--experiment", "big", *train_flags(settings)]
     )
     cfg = train_config(args)
     assert (cfg.steps, cfg.max_tokens, cfg.tokens_per_step, cfg.warmup) == (7, 11, 13, 17)
     assert (cfg.lr_scale, cfg.checkpoint_interval, cfg.keep_last) == (0.5, 3, 2)
-    assert (cfg.seed, cfg.log_interval) == (5, 9)
+    assert (cfg.seed, cfg.log_interval, cfg.dev_interval) == (5, 9, 19)
     left_out = train_config(build_parser().parse_args(["train", "--train", "t", "--out-dir", "r",
                                                        "--experiment", "big"]))  # fmt: skip
     assert left_out == TrainConfig.for_experiment("big")

@@ -103,6 +103,31 @@ def test_final_dev_perplexity_is_what_the_ppl_command_computes(tmp_path):
     assert dataset_perplexity(model, dev).perplexity == pytest.approx(summary["dev_ppl"], rel=1e-6)
 
 
+def test_dev_interval_scores_dev_on_its_own_steps_and_at_the_end(tmp_path):
+    """--dev-interval parts the dev scoring from the checkpoints; each checkpoint names the
+    step of the dev loss it holds."""
+    corpus = write_corpus(tmp_path / "train", n=12)
+    cfg = TrainConfig(
+        steps=7,
+        max_tokens=200,
+        tokens_per_step=200,
+        warmup=4,
+        log_interval=7,
+        checkpoint_interval=2,
+        dev_interval=3,
+        keep_last=4,
+        num_threads=1,
+    )
+    train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE, dev_prefix=corpus)
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    assert [r["step"] for r in records if r["event"] == "dev"] == [3, 6, 7]
+    checkpoints = sorted((tmp_path / "run" / "checkpoints").glob("step_*.pt"))
+    held = [load_checkpoint(path)["metrics"].get("dev_step") for path in checkpoints]
+    assert held == [None, 3, 6, 7]  # the checkpoints of steps 2, 4, 6 and 7
+    with pytest.raises(ConfigError, match="train.dev_interval"):
+        TrainConfig(dev_interval=0)
+
+
 def test_checkpoint_holds_the_training_state(tmp_path):
     corpus = write_corpus(tmp_path / "train")
     cfg = TrainConfig(

@@ -185,6 +185,22 @@ def test_under_words_a_label_goes_on_only_in_capitals_and_a_close_matches_its_op
                                                                         "▁dog"}  # fmt: skip
 
 
+def test_under_words_no_bracket_closes_over_one_bracket_of_its_own_label():
+    # (S (NP (NP the )NP: closing the outer NP now would make the unary chain NP -> NP.
+    state, after = copy_walk(["▁the", "▁dog"], ["▁(S", "▁(NP", "▁(NP", "▁the", "▁)NP"])
+    assert "▁)NP" not in after and {"▁(NP", "▁dog"} <= after
+    # With a second child it closes; so does an NP over one S, and an NP over one word.
+    steps = ["▁(S", "▁(NP", "▁(NP", "▁the", "▁)NP", "▁dog"]
+    assert "▁)NP" in copy_walk(["▁the", "▁dog"], steps)[1]
+    assert "▁)NP" in copy_walk(["▁the"], ["▁(S", "▁(NP", "▁(S", "▁the", "▁)S"])[1]
+    assert "▁)NP" in copy_walk(["▁the"], ["▁(S", "▁(NP", "▁the"])[1]
+    # A label piece after the inner close leaves it the last close: still no )NP.
+    steps = ["▁(S", "▁(NP", "▁(NP", "▁the", "▁)NP", "NN"]
+    assert "▁)NP" not in copy_walk(["▁the", "▁dog"], steps)[1]
+    # After the last word the chain can only close, and does.
+    assert "▁)NP" in copy_walk(["▁the"], ["▁(S", "▁(NP", "▁(NP", "▁the", "▁)NP"])[1]
+
+
 def test_under_words_brackets_open_at_most_max_open_run_in_a_row():
     opens = ["▁(S"] + ["▁(NP"] * (MAX_OPEN_RUN - 1)
     assert "▁(NP" not in copy_walk(["▁the"], opens)[1]

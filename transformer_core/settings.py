@@ -50,7 +50,8 @@ def option(default: Any, flag: str | None, help: str, **extra: Any) -> Any:
     its command-line flag and help. The commands make their flags from these fields
     (``commands.add_option``; a boolean is ``--flag`` / ``--no-flag``) and the workflow its arguments
     (``command_flags``); the config key is the flag's name in snake case unless ``config``
-    names another. ``extra``: argparse's ``type``, ``choices``, ``metavar``."""
+    names another. ``extra``: argparse's ``type``, ``choices``, ``metavar``, and ``unset``, the
+    help's words for a default of None."""
     return field(default=default, metadata={"flag": flag, "help": help, **extra})
 
 
@@ -130,6 +131,16 @@ class TrainConfig:
         config="average_last",
         by_experiment=True,
     )
+    # Scoring dev twice (right and wrong sources, in fp32) costs a small model about a tenth
+    # of its training at a checkpoint every 100 steps (docs/table4.md).
+    dev_interval: int | None = option(
+        None,
+        "--dev-interval",
+        "score the dev split (--dev) every K steps and at the end",
+        metavar="K",
+        type=int,
+        unset="every checkpoint",
+    )
     seed: int = option(
         1, "--seed", "random seed (rank r uses seed + r for dropout)", type=parse_seed
     )
@@ -156,8 +167,9 @@ class TrainConfig:
             self, "train", ("steps", "max_tokens", "tokens_per_step", "warmup",
                             "checkpoint_interval", "keep_last", "log_interval"),
         )  # fmt: skip
-        if self.num_threads is not None:
-            require_positive_integers(self, "train", ("num_threads",))
+        for name in ("num_threads", "dev_interval"):
+            if getattr(self, name) is not None:
+                require_positive_integers(self, "train", (name,))
         if (
             isinstance(self.seed, bool)
             or not isinstance(self.seed, int)
@@ -174,6 +186,11 @@ class TrainConfig:
         require_choice(self, "train", "precision", PRECISIONS)
         require_choice(self, "train", "compile", COMPILE_MODES)
         require_choice(self, "train", "device", DEVICES)
+
+    @property
+    def dev_every(self) -> int:
+        """Steps between two scorings of the dev split."""
+        return self.dev_interval or self.checkpoint_interval
 
     def accumulation(self, world_size: int) -> int:
         """Micro-batches per device per optimizer step."""

@@ -283,18 +283,18 @@ def _train_loop(
             )
             last_metrics.update(train_loss=record["loss"], train_ppl=record["ppl"])
             interval = IntervalStats()
+        if dev_set is not None and (step % cfg.dev_every == 0 or step == cfg.steps):
+            dev = trainer.evaluate(dev_set)
+            why = dev_diverged(step, dev)
+            if why is not None:  # before the checkpoint: every one scored has a finite dev ppl
+                raise diverged(why)
+            last_metrics.update(dev, dev_step=step)
+            metrics_log.write({"event": "dev", "step": step, **dev, "elapsed_s": wall()})
+            log(
+                f"step {step} | dev loss {dev['dev_loss']:.4f} | dev ppl {dev['dev_ppl']:.2f} | "
+                f"dev loss with wrong sources {dev['dev_loss_wrong_src']:.4f}"
+            )
         if step % cfg.checkpoint_interval == 0 or step == cfg.steps:
-            if dev_set is not None:
-                dev = trainer.evaluate(dev_set)
-                why = dev_diverged(step, dev)
-                if why is not None:  # before the checkpoint: every one kept has a finite dev ppl
-                    raise diverged(why)
-                last_metrics.update(dev)
-                metrics_log.write({"event": "dev", "step": step, **dev, "elapsed_s": wall()})
-                log(
-                    f"step {step} | dev loss {dev['dev_loss']:.4f} | dev ppl {dev['dev_ppl']:.2f} | "
-                    f"dev loss with wrong sources {dev['dev_loss_wrong_src']:.4f}"
-                )
             state = trainer.state(wall(), last_metrics)  # every rank: gathers RNG states
             if ctx.is_main:
                 path = folder.save(

@@ -32,7 +32,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     base, big = TrainConfig.for_experiment("base"), TrainConfig.for_experiment("big")
     for f in flagged_fields(TrainConfig):
         shown, other = getattr(base, f.name), getattr(big, f.name)
-        if other != shown:
+        if shown is None:
+            shown = f.metadata["unset"]
+        elif other != shown:
             shown = f"the experiment's: {shown} for base and Table 3's rows, {other} for big"
         add_option(parser, f, None, str(shown))
 
@@ -49,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dev",
         metavar="PREFIX",
-        help="binarized dev split: loss and perplexity (no label smoothing) at each checkpoint",
+        help="binarized dev split: loss and perplexity (no label smoothing) every --dev-interval steps",
     )
     parser.add_argument(
         "--out-dir", required=True, metavar="RUN_DIR", help="run directory to write"

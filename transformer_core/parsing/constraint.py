@@ -296,14 +296,19 @@ class WordCopy:
     - at most ``MAX_OPEN_RUN`` brackets open in a row: a parser that cannot place the next
       word otherwise opens brackets until the output's length runs out;
     - a close matches the innermost open (``▁)NP`` for ``▁(NP``) where the vocabulary has both
-      whole;
+      whole, and does not close a bracket whose only child is a bracket of its own label
+      (``(NP (NP …)NP )NP``: a unary chain the treebank all but lacks, which a lost parser
+      writes to stall);
     - a source piece sentencepiece could not encode (``<unk>``) lets any leaf stand for it.
 
     Where the copy would leave a row no piece at all (an ``<unk>`` after a bare ``▁``), that row
     keeps what the tree allows (``TreeState.mask_``).
     """
 
-    FIELDS = ("source", "length", "position", "in_word", "open_run", "expected", "depth")
+    FIELDS = (
+        "source", "length", "position", "in_word", "open_run", "expected", "children", "depth",
+        "last_close",
+    )  # fmt: skip
 
     def __init__(self, category: Tensor, label_piece: Tensor, close_of: Tensor, source: Tensor):
         self.starts_leaf = (category == LEAF) | (category == BARE)  # (V,)
@@ -332,7 +337,9 @@ class WordCopy:
         self.expected = torch.full(
             (source.shape[0], MAX_OPEN_RUN * source.shape[1] + 1), -1, device=source.device
         )
+        self.children = torch.zeros_like(self.expected)  # each open bracket's children so far
         self.depth = torch.zeros_like(self.position)
+        self.last_close = torch.full_like(self.position, -1)  # the last piece, where it closes
 
     def next_piece(self) -> Tensor:
         """(rows,) the source piece each row copies next (EOS once every word is copied)."""
@@ -348,7 +355,12 @@ class WordCopy:
         over the vocabulary, then each row's own next piece and matching close."""
         following = self.next_piece()
         finish = self.in_word & self.continues[following]  # the word has pieces left: only them
-        innermost = self.expected.gather(1, (self.depth - 1).clamp(min=0)[:, None]).squeeze(1)
+        slot = (self.depth - 1).clamp(min=0)[:, None]
+        innermost = self.expected.gather(1, slot).squeeze(1)
+        # Closing now would leave a unary chain of one label: the innermost bracket's one child
+        # is the bracket just closed, with the same label (where words are left to go in it).
+        unary = (self.last_close == innermost) & (self.children.gather(1, slot).squeeze(1) == 1)
+        unary &= self.pieces_left() > 0
         table = torch.stack(
             [
                 torch.ones_like(finish),  # EOS (the tree says when)
@@ -363,7 +375,7 @@ class WordCopy:
         allowed = (table & ~finish[:, None]).index_select(1, self.kind)
         rows = torch.arange(following.numel(), device=following.device)
         allowed[rows, following] |= finish | self.starts_leaf[following]
-        allowed[rows, innermost.clamp(min=0)] |= (innermost >= 0) & ~finish
+        allowed[rows, innermost.clamp(min=0)] |= (innermost >= 0) & ~finish & ~unary
         return allowed
 
     def advance(self, rows: Tensor, tokens: Tensor) -> None:
@@ -376,10 +388,17 @@ class WordCopy:
         copied |= self.unknown[following] & starts
         self.position = self.position + copied.long()
         self.in_word = copied
-        opens = self.opens[tokens]
+        opens, closes = self.opens[tokens], self.closes[tokens]
         self.open_run = torch.where(copied, 0, self.open_run + opens.long())
         each = torch.arange(tokens.numel(), device=tokens.device)
         deepest = self.expected.shape[1] - 1  # reached only past the cap, where the copy gave way
         at = self.depth.clamp(max=deepest)
+        parent = (self.depth - 1).clamp(min=0, max=deepest)
+        self.children[each, parent] += (opens | copied & starts) & (self.depth > 0)
+        self.children[each, at] = torch.where(opens, 0, self.children[each, at])
         self.expected[each, at] = torch.where(opens, self.close_of[tokens], self.expected[each, at])
-        self.depth = self.depth + opens.long() - self.closes[tokens].long()
+        self.depth = self.depth + opens.long() - closes.long()
+        # A continuation of a close's label leaves it the last close (the chain stays one).
+        self.last_close = torch.where(
+            closes, tokens, torch.where(self.continues[tokens], self.last_close, -1)
+        )
