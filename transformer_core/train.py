@@ -286,7 +286,7 @@ def _train_loop(
         if dev_set is not None and (step % cfg.dev_every == 0 or step == cfg.steps):
             dev = trainer.evaluate(dev_set)
             why = dev_diverged(step, dev)
-            if why is not None:  # before the checkpoint: every one scored has a finite dev ppl
+            if why is not None:  # before the step's checkpoint, which is then never written
                 raise diverged(why)
             last_metrics.update(dev, dev_step=step)
             metrics_log.write({"event": "dev", "step": step, **dev, "elapsed_s": wall()})

@@ -296,9 +296,9 @@ class WordCopy:
     - at most ``MAX_OPEN_RUN`` brackets open in a row: a parser that cannot place the next
       word otherwise opens brackets until the output's length runs out;
     - a close matches the innermost open (``▁)NP`` for ``▁(NP``) where the vocabulary has both
-      whole, and does not close a bracket whose only child is a bracket of its own label
-      (``(NP (NP …)NP )NP``: a unary chain the treebank all but lacks, which a lost parser
-      writes to stall);
+      whole, and, while words are left to copy, does not close a bracket whose only child is
+      a bracket of its own label (``(NP (NP …)NP )NP``: a unary chain the treebank all but
+      lacks, which a lost parser writes to stall);
     - a source piece sentencepiece could not encode (``<unk>``) lets any leaf stand for it.
 
     Where the copy would leave a row no piece at all (an ``<unk>`` after a bare ``▁``), that row
