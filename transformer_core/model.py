@@ -36,7 +36,7 @@ LAYER_NORM_EPS = 1e-6  # tensor2tensor's value
 # faster at Multi30k's shape (130 sentences of 15 tokens), 1.3 at 16 of 128 keys, slower from
 # 200 keys on, where the weights the fused kernel never forms grow large (docs/bf16.md,
 # bench/bench_cpu_kernels.py). In fp32 the fused kernel is the faster (or within noise) at every shape.
-CPU_BF16_MATMUL_MAX_KEYS = 128
+CPU_BF16_MATMUL_MAX_KEYS = 640
 # On CPUs, torch's bmm multiplies matrices of fewer than this many multiply-adds in a scalar
 # loop, not a BLAS kernel. A decoding step's self-attention is one query per row and head:
 # q k^T and weights-times-v are 1 x d_k x t products, in that loop for t * d_k < 400 (up to 12
@@ -63,18 +63,65 @@ def sinusoidal_encoding(length: int, d_model: int) -> Tensor:
     return table
 
 
+def _score_bias(
+    mask: Tensor | None,
+    is_causal: bool,
+    shape: torch.Size,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Tensor | None:
+    """0 where a query may attend to a key, -inf where not, broadcastable to the scores
+    (B * h, T, S) of ``shape`` (B, h, T, S): ``mask`` (True: allowed, broadcastable to the
+    unflattened scores) and, with ``is_causal``, the future masked. None: nothing masked."""
+    batch, heads, queries, keys = shape
+    bias = None
+    if mask is not None:
+        mask = mask.view((1,) * (4 - mask.dim()) + tuple(mask.shape))
+        bias = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill_(~mask, -math.inf)
+        bias = bias.expand(batch, heads, -1, keys).reshape(batch * heads, -1, keys)
+    if is_causal:
+        future = torch.full((queries, keys), -math.inf, dtype=dtype, device=device).triu_(1)
+        bias = future if bias is None else bias + future
+    return bias
+
+
+class _AttentionWeights(torch.autograd.Function):
+    """softmax(q k^T + mask) over the last dimension, with fewer passes over the (B, h, T, S)
+    weights than the same operators under autograd: the mask is added inside the product
+    (baddbmm), where a weight is masked its gradient is zero without a pass of its own
+    (softmax's backward is p * (g - sum(g p))), and the softmax is computed in fp32 and rounded
+    once to the scores' dtype, as SDPA's is."""
+
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
+        batch, heads, queries, d_k = q.shape
+        keys = k.size(-2)
+        flat_q = q.reshape(batch * heads, queries, d_k)
+        flat_kt = k.reshape(batch * heads, keys, d_k).transpose(1, 2)
+        bias = _score_bias(mask, is_causal, (batch, heads, queries, keys), q.dtype, q.device)
+        if bias is None:
+            scores = torch.bmm(flat_q, flat_kt)
+        else:
+            scores = torch.baddbmm(bias, flat_q, flat_kt)
+        weights = softmax_fp32(scores).to(q.dtype).view(batch, heads, queries, keys)
+        ctx.save_for_backward(q, k, weights)
+        return weights
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, None, None]:
+        q, k, weights = ctx.saved_tensors
+        grad_scores = torch._softmax_backward_data(grad, weights, -1, weights.dtype)
+        return grad_scores @ k, grad_scores.transpose(-2, -1) @ q, None, None
+
+
 def matmul_attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, is_causal: bool = False
 ) -> Tensor:
     """softmax(q k^T / sqrt(d_k)) v, masked where ``mask`` is False and, with ``is_causal``,
-    above the diagonal: the arithmetic of SDPA, its softmax computed in fp32 as SDPA's is."""
-    weights = torch.matmul(q, k.transpose(-2, -1)) * q.size(-1) ** -0.5
-    if mask is not None:
-        weights = weights.masked_fill(~mask, -math.inf)
-    if is_causal:
-        future = torch.ones(weights.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
-        weights = weights.masked_fill(future, -math.inf)
-    return torch.matmul(torch.softmax(weights, dim=-1, dtype=torch.float32).to(v.dtype), v)
+    above the diagonal: the arithmetic of SDPA (q scaled before the product, as SDPA's math
+    path scales it), as batched matmuls (``_AttentionWeights``)."""
+    weights = _AttentionWeights.apply(q * q.size(-1) ** -0.5, k, mask, is_causal)
+    return torch.matmul(weights, v)
 
 
 def softmax_fp32(weights: Tensor) -> Tensor:
