@@ -4,14 +4,17 @@ Attention: torch's fused kernel (SDPA) against batched matmuls, forward and back
 and at translation lengths the calls' overhead is most of its time; batched matmuls make one
 call per product but form the (B, h, T, S) weights. ``model.CPU_BF16_MATMUL_MAX_KEYS`` is
 where the two cross. This measures both at token-bucket shapes (about 2000 tokens a batch,
-8 heads of 32, a padding mask), in bf16 and fp32, as milliseconds per forward and backward
-(median of rounds), with the model's own ``matmul_attention``.
+8 heads of ``--d-head`` (32: Multi30k; 16: the NLTK parser), a padding mask), in bf16 and
+fp32, as milliseconds per forward and backward (median of rounds), with the model's own
+``matmul_attention``, freed memory kept in the process as ``train`` keeps it
+(``host_memory.keep_freed_memory``: otherwise every large weights tensor is faulted in again).
 
 Dropout: ``nn.Dropout`` (its ``bernoulli_`` mask) against ``dropout.Dropout`` (a mask from
 16-bit integer draws), forward and backward at the shapes of a Multi30k step (2000 x 256) and
 its feed-forward (2000 x 1024), and the kept fraction of each.
 
     python -m bench.bench_cpu_kernels           # writes bench/results/cpu_kernels.json
+    python -m bench.bench_cpu_kernels --threads 1 --d-head 16 --out bench/results/cpu_kernels_parsing.json
 """
 
 from __future__ import annotations
@@ -28,22 +31,35 @@ import torch.nn.functional as F
 
 from bench.bench_checks import cpu_model
 from transformer_core.dropout import Dropout
+from transformer_core.host_memory import keep_freed_memory
 from transformer_core.model import CPU_BF16_MATMUL_MAX_KEYS, matmul_attention
 
 # (sentences, tokens): Multi30k's and WMT's buckets, then long sequences (parse trees).
-SHAPES = [(130, 15), (64, 31), (30, 66), (16, 128), (4, 128), (10, 200), (8, 256), (2, 500)]
-HEADS, D_HEAD = 8, 32
+SHAPES = [
+    (130, 15),
+    (64, 31),
+    (30, 66),
+    (16, 128),
+    (4, 128),
+    (10, 200),
+    (8, 256),
+    (2, 500),
+    (1, 782),
+]
+HEADS = 8
 KERNELS = {
     "sdpa": lambda q, k, v, mask: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
     "matmul": matmul_attention,
 }
 
 
-def milliseconds(kernel, batch: int, length: int, dtype: torch.dtype, rounds: int) -> float:
+def milliseconds(
+    kernel, batch: int, length: int, d_head: int, dtype: torch.dtype, rounds: int
+) -> float:
     """Median milliseconds of one forward and backward of ``kernel`` at the shape."""
     gen = torch.Generator().manual_seed(0)
     q, k, v = (
-        torch.randn(batch, HEADS, length, D_HEAD, generator=gen, dtype=dtype).requires_grad_()
+        torch.randn(batch, HEADS, length, d_head, generator=gen, dtype=dtype).requires_grad_()
         for _ in range(3)
     )
     mask = torch.ones(batch, 1, 1, length, dtype=torch.bool)
@@ -75,16 +91,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--d-head", type=int, default=32, help="d_k = d_v of each head")
     parser.add_argument("--out", default="bench/results/cpu_kernels.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    keep_freed_memory()
     rows = []
     for dtype in (torch.bfloat16, torch.float32):
         for batch, length in SHAPES:
             row = {"dtype": str(dtype).removeprefix("torch."), "sentences": batch, "tokens": length}
             for name, kernel in KERNELS.items():
                 row[f"{name}_ms"] = round(
-                    milliseconds(kernel, batch, length, dtype, args.rounds), 2
+                    milliseconds(kernel, batch, length, args.d_head, dtype, args.rounds), 2
                 )
             row["sdpa_over_matmul"] = round(row["sdpa_ms"] / row["matmul_ms"], 2)
             print(row, flush=True)
@@ -103,7 +121,7 @@ def main() -> int:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "heads": HEADS,
-        "d_head": D_HEAD,
+        "d_head": args.d_head,
         "cpu_bf16_matmul_max_keys": CPU_BF16_MATMUL_MAX_KEYS,
         "attention": rows,
         "dropout": dropouts,
