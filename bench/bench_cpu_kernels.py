@@ -30,9 +30,10 @@ import torch
 import torch.nn.functional as F
 
 from bench.bench_checks import cpu_model
+from transformer_core.cpu_attention import matmul_attention
 from transformer_core.dropout import Dropout
 from transformer_core.host_memory import keep_freed_memory
-from transformer_core.model import CPU_BF16_MATMUL_MAX_KEYS, matmul_attention
+from transformer_core.model import CPU_BF16_MATMUL_MAX_KEYS
 
 # (sentences, tokens): Multi30k's and WMT's buckets, then long sequences (parse trees).
 SHAPES = [
