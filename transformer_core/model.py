@@ -35,9 +35,9 @@ LAYER_NORM_EPS = 1e-6  # tensor2tensor's value
 # head and block: at translation lengths thousands of calls a step, whose overhead, not their
 # arithmetic, is the time. Batched matmuls (cpu_attention.matmul_attention) make one call each:
 # forward and backward 12 times faster at Multi30k's shape (130 sentences of 15 tokens), 1.4 to
-# 1.8 from 200 to 500 keys, even or slower from about 780 keys on, where the weights the fused
-# kernel never forms grow large (docs/bf16.md, bench/bench_cpu_kernels.py). In fp32 the fused
-# kernel is the faster (or within noise) at every shape.
+# 1.8 from 200 to 500 keys, about even at 782 keys (0.94 to 1.21 times as fast), where the
+# weights the fused kernel never forms grow large (docs/bf16.md, bench/bench_cpu_kernels.py).
+# In fp32 the fused kernel is the faster (or within noise) at almost every shape.
 CPU_BF16_MATMUL_MAX_KEYS = 640
 
 
