@@ -240,14 +240,14 @@ def test_train_config_and_the_schema_agree_field_by_field():
             assert table4[key]["type"] == section[key]["type"], key
     settings = {"steps": 7, "max_tokens": 11, "tokens_per_step": 13, "warmup": 17,
                 "lr_scale": 0.5, "checkpoint_interval": 3, "average_last": 2, "seed": 5,
-                "log_interval": 9, "dev_interval": 19, "dropout": 0.3}  # fmt: skip
+                "log_interval": 9, "dev_interval": 19, "dropout": 0.3, "cooldown": 5}  # fmt: skip
     args = build_parser().parse_args(
         ["train", "--train", "t", "--out-dir", "r", "--experiment", "big", *train_flags(settings)]
     )
     cfg = train_config(args)
     assert (cfg.steps, cfg.max_tokens, cfg.tokens_per_step, cfg.warmup) == (7, 11, 13, 17)
     assert (cfg.lr_scale, cfg.checkpoint_interval, cfg.keep_last) == (0.5, 3, 2)
-    assert (cfg.seed, cfg.log_interval, cfg.dev_interval) == (5, 9, 19)
+    assert (cfg.seed, cfg.log_interval, cfg.dev_interval, cfg.cooldown) == (5, 9, 19, 5)
     left_out = train_config(build_parser().parse_args(["train", "--train", "t", "--out-dir", "r",
                                                        "--experiment", "big"]))  # fmt: skip
     assert left_out == TrainConfig.for_experiment("big")
@@ -318,3 +318,20 @@ def test_the_treebank_settings_are_the_schemas_linearization():
         flags = command_flags(TreebankSettings, {"linearization": value})
         args = build_parser().parse_args(["treebank", "smoke", "--out", "o", *flags])
         assert args.linearization == value
+
+
+@pytest.mark.parametrize(
+    ("cooldown", "why"),
+    [
+        (11, r"train.cooldown must be from 0 to train.steps \(10\), got 11"),
+        (-1, r"train.cooldown must be from 0 to train.steps \(10\), got -1"),
+        (True, "train.cooldown must be an integer, got True"),
+        (2.5, "train.cooldown must be an integer, got 2.5"),
+    ],
+)
+def test_train_config_refuses_a_cooldown_outside_the_run(cooldown, why):
+    from transformer_core.settings import TrainConfig
+
+    with pytest.raises(ConfigError, match=why):
+        TrainConfig(steps=10, cooldown=cooldown)
+    assert TrainConfig(steps=10, cooldown=10).cooldown == 10

@@ -40,3 +40,23 @@ def test_invalid_steps():
         learning_rate(0, 512, 4000)
     with pytest.raises(ConfigError, match="warmup"):
         learning_rate(1, 512, 0)
+
+
+def test_cooldown_falls_linearly_over_the_runs_last_steps():
+    """Off (0) it is the paper's curve; on, step steps-K+1 takes the whole rate, step steps a
+    1/K of it, the steps between a line."""
+    steps, k = 1000, 100
+    paper = [learning_rate(s, 128, 200, 0.2) for s in range(1, steps + 1)]
+    cooled = [learning_rate(s, 128, 200, 0.2, cooldown=k, steps=steps) for s in range(1, steps + 1)]
+    assert cooled[: steps - k + 1] == paper[: steps - k + 1]
+    factors = [c / p for c, p in zip(cooled, paper, strict=True)][steps - k :]
+    assert factors == pytest.approx([(k - i) / k for i in range(k)], rel=1e-12)
+    assert learning_rate(5, 128, 200, cooldown=0, steps=0) == learning_rate(5, 128, 200)
+    assert learning_rate(1, 128, 200, cooldown=10, steps=10) == learning_rate(1, 128, 200)
+
+
+def test_cooldown_outside_the_run_is_refused():
+    with pytest.raises(ConfigError, match="cooldown must be from 0 to the run's 10 steps, got 11"):
+        learning_rate(1, 128, 200, cooldown=11, steps=10)
+    with pytest.raises(ValueError, match="step 11 is beyond the run's 10 steps"):
+        learning_rate(11, 128, 200, cooldown=5, steps=10)

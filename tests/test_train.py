@@ -18,6 +18,7 @@ from transformer_core.distributed import DistContext
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.model import Transformer
 from transformer_core.perplexity import dataset_perplexity
+from transformer_core.schedule import learning_rate
 from transformer_core.settings import TrainConfig
 from transformer_core.train import train
 from transformer_core.trainer import LossModel, Trainer, TrainingDiverged
@@ -138,7 +139,9 @@ def test_checkpoint_holds_the_training_state(tmp_path):
         tmp_path / "run" / "checkpoints" / "step_0000002.pt"
     )  # weights_only=True
     assert ckpt["step"] == 2 and ckpt["experiment"] == "base"
-    assert ckpt["schedule"] == {"d_model": 32, "warmup": 10, "lr_scale": 1.0}
+    assert ckpt["schedule"] == {
+        "d_model": 32, "warmup": 10, "lr_scale": 1.0, "cooldown": 0, "steps": 2
+    }  # fmt: skip
     assert set(ckpt["rng"][0]) >= {"torch", "python", "numpy"}
     assert ckpt["data"]["world_size"] == 1
     assert ckpt["optimizer"]["state"] and ckpt["train_config"]["tokens_per_step"] == 128
@@ -169,6 +172,28 @@ def test_resume_refuses_other_settings_and_finished_run_is_a_no_op(tmp_path, cap
     # A finished run is only "nothing to do" for the settings it was made with.
     with pytest.raises(UserError, match="differs in d_ff"):
         train(corpus, tmp_path / "run", "base", cfg, {**TRAIN_SHAPE, "d_ff": 32}, resume=True)
+
+
+def test_a_cooled_down_run_steps_as_its_schedule_and_resumes_only_to_its_own_length(tmp_path):
+    corpus = write_corpus(tmp_path / "train")
+    cfg = TrainConfig(
+        steps=3, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1,
+        num_threads=1, cooldown=2,
+    )  # fmt: skip
+    train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
+    for step in (1, 2, 3):  # Adam's last update used the cooled rate: 1/2 of the paper's at 3
+        ckpt = load_checkpoint(tmp_path / "run" / "checkpoints" / f"step_{step:07d}.pt")
+        lr = ckpt["optimizer"]["param_groups"][0]["lr"]
+        assert lr == learning_rate(step, 32, 10) * (1.0, 1.0, 0.5)[step - 1]
+    folder = run_dir.RunDir(tmp_path / "run", resume=True, restart_if_changed=False)
+    model_cfg = ModelConfig.from_dict(folder.previous.payload["model_config"])
+    longer = TrainConfig(**{**cfg.to_dict(), "steps": 4})
+    with pytest.raises(UserError, match="cools down over the last 2 of 3 steps, not of --steps 4"):
+        folder.decide(model_cfg, longer, None)
+    # A run written before the setting existed resumes as one without a cooldown.
+    del folder.previous.payload["train_config"]["cooldown"]
+    paper = TrainConfig(**{**cfg.to_dict(), "steps": 4, "cooldown": 0})
+    assert folder.decide(model_cfg, paper, None).kind == "resume"
 
 
 def test_run_dir_plans_nothing_to_do_resume_start_over_or_fresh(tmp_path):

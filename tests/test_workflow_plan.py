@@ -66,6 +66,24 @@ def test_parsing_runs_take_table4_train_and_translation_runs_train():
     assert plan.checkpointing("en_de", "base")["average_last"] == base["average_last"]
 
 
+def test_a_cooldown_reaches_the_runs_it_is_given_to_and_fits_their_steps():
+    config = configuration()
+    config["table4"]["train"]["cooldown"] = 7
+    plan = RunPlan(config)
+    parsing = plan.train_args("parse_treebank", "parsing")
+    assert parsing[parsing.index("--cooldown") + 1] == "7"
+    assert "--cooldown" not in plan.train_args("en_de", "base")  # left out: none, the paper
+    config["table4"]["train"]["cooldown"] = config["table4"]["steps"] + 1
+    with pytest.raises(ConfigError, match=r"table4.train.cooldown: .* parse_treebank/parsing's"):
+        plan.train_args("parse_treebank", "parsing")
+    del config["table4"]["train"]["cooldown"]
+    config["train"]["cooldown"] = 10**9
+    with pytest.raises(
+        ConfigError, match=r"^train.cooldown: 1000000000 steps, more than run en_de"
+    ):
+        plan.train_args("en_de", "base")
+
+
 def test_search_flags_follow_the_pairs_decode_section():
     config = configuration()
     plan = RunPlan(config)

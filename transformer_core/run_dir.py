@@ -152,10 +152,16 @@ def settings_mismatch(
             f"its model config differs in {', '.join(diff)} "
             f"({', '.join(f'{k}={stored_model.get(k)!r}' for k in diff)})"
         )
-    stored = payload["train_config"]
+    # A setting added since the checkpoint was written takes its default.
+    stored = {**TrainConfig(steps=cfg.steps).to_dict(), **payload["train_config"]}
     diff = [k for k in TrainConfig.TRAJECTORY if stored.get(k) != getattr(cfg, k)]
     if diff:
         return f"it was trained with {', '.join(f'{k}={stored.get(k)!r}' for k in diff)}"
+    if cfg.cooldown and stored["steps"] != cfg.steps:
+        return (
+            f"its learning rate cools down over the last {cfg.cooldown} of {stored['steps']} "
+            f"steps, not of --steps {cfg.steps}"
+        )
     if int(payload["step"]) > cfg.steps:
         return f"it is at step {payload['step']}, beyond --steps {cfg.steps}"
     return None

@@ -111,6 +111,13 @@ class TrainConfig:
         "multiplies the paper's learning rate d_model^-0.5 min(step^-0.5, step warmup^-1.5); "
         "1.0 is the paper, short smoke runs of tiny models may use another",
     )
+    cooldown: int = option(
+        0,
+        "--cooldown",
+        "multiply the schedule of the last K steps by a line falling from 1 to 1/K (0: "
+        "none, the paper); not the paper's recipe: a run of fixed length ends in smaller steps",
+        metavar="K",
+    )
     adam_beta1: float = 0.9
     adam_beta2: float = 0.98
     adam_eps: float = 1e-9
@@ -156,6 +163,7 @@ class TrainConfig:
         "tokens_per_step",
         "warmup",
         "lr_scale",
+        "cooldown",
         "adam_beta1",
         "adam_beta2",
         "adam_eps",
@@ -176,6 +184,12 @@ class TrainConfig:
             or not 0 <= self.seed < SEEDS
         ):
             raise ConfigError(f"train.seed must be an integer from 0 to 2^32-1, got {self.seed!r}")
+        if isinstance(self.cooldown, bool) or not isinstance(self.cooldown, int):
+            raise ConfigError(f"train.cooldown must be an integer, got {self.cooldown!r}")
+        if not 0 <= self.cooldown <= self.steps:
+            raise ConfigError(
+                f"train.cooldown must be from 0 to train.steps ({self.steps}), got {self.cooldown}"
+            )
         if not self.lr_scale > 0:
             raise ConfigError(f"train.lr_scale must be positive, got {self.lr_scale!r}")
         for name in ("adam_beta1", "adam_beta2"):

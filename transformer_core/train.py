@@ -217,6 +217,7 @@ def _train_loop(
         f"{', compiled' if trainer.compiled else ''}, "
         f"{cfg.max_tokens} tokens per micro-batch x {trainer.accumulation} accumulation x {ctx.world_size} "
         f"device(s) for {cfg.tokens_per_step} target tokens per step; {cfg.steps} steps"
+        f"{f', the last {cfg.cooldown} cooled down' if cfg.cooldown else ''}"
     )
 
     session_start = time.perf_counter()

@@ -244,7 +244,12 @@ class Trainer:
         )
         scale = self.ctx.world_size / global_counts.tgt_tokens
         lr = learning_rate(
-            self.step + 1, self.model_cfg.d_model, self.cfg.warmup, self.cfg.lr_scale
+            self.step + 1,
+            self.model_cfg.d_model,
+            self.cfg.warmup,
+            self.cfg.lr_scale,
+            self.cfg.cooldown,
+            self.cfg.steps,
         )
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -371,6 +376,8 @@ class Trainer:
                 "d_model": self.model_cfg.d_model,
                 "warmup": self.cfg.warmup,
                 "lr_scale": self.cfg.lr_scale,
+                "cooldown": self.cfg.cooldown,
+                "steps": self.cfg.steps,
             },
             "rng": distributed.gather_objects(rng_state(), self.ctx),
             "data": {**self.stream.position, "world_size": self.ctx.world_size},

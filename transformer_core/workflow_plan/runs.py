@@ -116,6 +116,15 @@ class RunPlan:
             "steps": self.steps(pair, exp),
             "seed": seed,
         }
+        if recipe.get("cooldown", 0) > recipe["steps"]:
+            key = (
+                "table4.train.cooldown"
+                if "cooldown" in self._table4_train(pair)
+                else "train.cooldown"
+            )
+            raise ConfigError(
+                f"{key}: {recipe['cooldown']} steps, more than run {pair}/{run}'s {recipe['steps']}"
+            )
         sets = [
             arg
             for key, value in self.model_overrides(pair, exp).items()
