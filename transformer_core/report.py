@@ -24,9 +24,9 @@ RECIPE = """\
 - **Model**: the post-norm Transformer of the paper (LayerNorm(x + Dropout(Sublayer(x))), shared
   source/target/softmax embedding scaled by sqrt(d_model), sinusoidal positions; learned ones for row E).
 - **Training**: Adam(0.9, 0.98, 1e-9), lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5),
-  where a configuration sets `cooldown` K (not the paper's recipe) times a line falling from 1 to 1/K
-  over the run's last K steps, label smoothing eps_ls, about `tokens_per_step` target tokens per optimizer step over all devices
-  (gradient accumulation keeps that fixed whatever the device count).
+  where a configuration sets `cooldown` K (not the paper's recipe) times a line falling from 1 to
+  1/K over the run's last K steps; label smoothing eps_ls; about `tokens_per_step` target tokens per
+  optimizer step over all devices (gradient accumulation keeps that fixed whatever the device count).
 - **Checkpoints**: every `checkpoint_interval` steps; Table 2 averages the last 5 (base) / 20 (big),
   Table 3 uses the last checkpoint without averaging, as the paper did.
 - **Decoding**: beam search, beam 4, GNMT length penalty ((5+|Y|)/6)^0.6 with |Y| counting EOS, maximum
