@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from transformer_core.errors import ConfigError
+from transformer_core.pipeline_config import PARSING_EXPERIMENT, experiments, parsing_runs
 from transformer_core.scaling import scaled_model_overrides, scaled_steps
 from transformer_core.settings import decode_flags, train_flags
 from transformer_core.workflow_plan.data import is_parsing
@@ -56,6 +57,26 @@ class RunPlan:
                 "runs/<pair>/<exp>: add it to seeds or change train.seed"
             )
         self.seeds = [seed] + [s for s in dict.fromkeys(config["seeds"]) if s != seed]
+        self._check_cooldowns()
+
+    def _check_cooldowns(self) -> None:
+        """Each run's cooldown (train.cooldown, table4.train.cooldown) fits in its steps:
+        refused before any job starts, naming the key."""
+        runs = [(pair, PARSING_EXPERIMENT) for pair in parsing_runs(self.config).values()]
+        runs += [
+            (pair, exp)
+            for pair in self.config["pairs"]
+            for exp in experiments(self.config)
+            if exp != PARSING_EXPERIMENT
+        ]
+        for pair, exp in runs:
+            cooldown, steps = self.training_recipe(pair).get("cooldown", 0), self.steps(pair, exp)
+            if cooldown > steps:
+                own = "cooldown" in self._table4_train(pair)
+                raise ConfigError(
+                    f"{'table4.train' if own else 'train'}.cooldown: {cooldown} steps, more than "
+                    f"the {steps} of run {pair}/{exp}"
+                )
 
     # --- runs and seeds ----------------------------------------------------------------------
 
@@ -116,15 +137,6 @@ class RunPlan:
             "steps": self.steps(pair, exp),
             "seed": seed,
         }
-        if recipe.get("cooldown", 0) > recipe["steps"]:
-            key = (
-                "table4.train.cooldown"
-                if "cooldown" in self._table4_train(pair)
-                else "train.cooldown"
-            )
-            raise ConfigError(
-                f"{key}: {recipe['cooldown']} steps, more than run {pair}/{run}'s {recipe['steps']}"
-            )
         sets = [
             arg
             for key, value in self.model_overrides(pair, exp).items()
