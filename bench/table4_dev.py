@@ -40,7 +40,7 @@ from transformer_core.parsing.trees import LINEARIZATIONS, linearize
 SHAPE = ("d_model=128", "d_ff=256", "d_k=16", "d_v=16")  # nltk_parsing.yaml's widths / 8
 CLI = [sys.executable, "-m", "transformer_core"]
 TRAINING = {"split_by_unicode_script", "vocab_size", "steps", "tokens_per_step", "max_tokens",
-            "warmup", "lr_scale", "set", "seed", "threads", "checkpoint_interval", "keep_last",
+            "warmup", "lr_scale", "cooldown", "dev_interval", "set", "seed", "threads", "checkpoint_interval", "keep_last",
             "train_only"}  # fmt: skip
 
 
@@ -91,8 +91,10 @@ def train(data: Path, out: Path, args: argparse.Namespace) -> None:
          "--out-dir", str(out / "run"), "--experiment", "parsing", *sets,
          "--steps", str(args.steps), "--tokens-per-step", str(args.tokens_per_step),
          "--max-tokens", str(args.max_tokens), "--warmup", str(args.warmup),
-         "--lr-scale", str(args.lr_scale), "--checkpoint-interval", str(args.checkpoint_interval),
-         "--keep-last", str(args.keep_last), "--seed", str(args.seed), "--log-interval", "100",
+         "--lr-scale", str(args.lr_scale), "--cooldown", str(args.cooldown),
+         "--checkpoint-interval", str(args.checkpoint_interval), "--keep-last", str(args.keep_last),
+         *(["--dev-interval", str(args.dev_interval)] if args.dev_interval else []),
+         "--seed", str(args.seed), "--log-interval", "100",
          "--num-threads", str(args.threads), "--device", args.device, "--precision", "auto",
          "--compile", "off"],
         out / "train.log",
@@ -152,6 +154,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--lr-scale", type=float, default=0.2)
+    parser.add_argument("--cooldown", type=int, default=0, help="train --cooldown (0: none)")
     parser.add_argument(
         "--set", action="append", default=[], help="model override, e.g. init=normal"
     )
@@ -162,6 +165,9 @@ def main() -> None:
     parser.add_argument("--average", type=int, default=0, help="average the last N checkpoints")
     parser.add_argument("--checkpoint-interval", type=int, default=100)
     parser.add_argument("--keep-last", type=int, default=5)
+    parser.add_argument(
+        "--dev-interval", type=int, default=0, help="train --dev-interval (0: every checkpoint)"
+    )
     parser.add_argument(
         "--checkpoint", default="last.pt", help="the run's checkpoint to decode, e.g. "
         "checkpoints/step_0004000.pt (with --from)"

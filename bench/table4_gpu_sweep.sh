@@ -10,13 +10,19 @@
 # with a checkpoint every CURVE_EVERY steps (default 4000) kept; then every checkpoint at a
 # multiple of CURVE_EVERY is decoded (beam 4, alpha 1.0; at most DECODE_SECONDS each, default
 # 150), without and with --tree-constraint (NAME@STEPc; only with it when UNCONSTRAINED=0), and
-# scored: one JSON line each in $OUT/sweep.jsonl, the logs in $OUT/logs.tgz. It needs ptb/nltk_treebank.zip under .gpu/data/ (carried beside the tree)
-# and the wheels of .whl/ (sacremoses).
+# scored: one JSON line each in $OUT/sweep.jsonl, the logs in $OUT/logs.tgz.
+# With AVERAGES (e.g. "5 20") the runs keep a checkpoint every AVERAGE_EVERY steps (default 100,
+# as config/nltk_parsing.yaml) instead, and each run's averages of its last N are decoded with
+# the shipped search (FINAL_SEARCH, default beam 21 and alpha 2.0, with the tree constraint;
+# NAME@aN), not the curve. It needs ptb/nltk_treebank.zip under .gpu/data/ (carried beside the
+# tree) and the wheels of .whl/ (sacremoses).
 set -uo pipefail
 SWEEP=$1
 TRAIN_SECONDS=${2:-330}
 CURVE_EVERY=${CURVE_EVERY:-4000}
 DECODE_SECONDS=${DECODE_SECONDS:-150}
+AVERAGES=${AVERAGES:-}
+read -ra FINAL_SEARCH <<<"${FINAL_SEARCH:---beam 21 --alpha 2.0}"
 SEARCHES=("" --tree-constraint)
 [ "${UNCONSTRAINED:-1}" = 0 ] && SEARCHES=(--tree-constraint)
 OUT=${OUT:-gpu_out}
@@ -36,12 +42,18 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$OUT/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" >>"$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
+KEEP=(--checkpoint-interval "$CURVE_EVERY" --keep-last 100)
+if [ -n "$AVERAGES" ]; then
+    # shellcheck disable=SC2086  # the averages are words
+    KEEP=(--checkpoint-interval "${AVERAGE_EVERY:-100}" --keep-last "$(printf '%s\n' $AVERAGES | sort -n | tail -1)")
+fi
+
 start=$(date +%s)
 while read -r name options; do
     [ -z "$name" ] || [ "${name:0:1}" = "#" ] && continue
     # shellcheck disable=SC2086  # the options are words
     timeout "$TRAIN_SECONDS" python3 -m bench.table4_dev "$name" --train-only --work "$WORK" \
-        --zip "$ZIP" --checkpoint-interval "$CURVE_EVERY" --keep-last 100 $options \
+        --zip "$ZIP" "${KEEP[@]}" $options \
         >"$WORK/$name.log" 2>&1 &
 done <"$SWEEP"
 wait
@@ -53,6 +65,7 @@ done
 start=$(date +%s)
 jobs=0
 for run in "$WORK"/*/run; do
+    [ -n "$AVERAGES" ] && break
     name=$(basename "$(dirname "$run")")
     for checkpoint in "$run"/checkpoints/step_*.pt; do
         [ -f "$checkpoint" ] || continue
@@ -71,6 +84,15 @@ for run in "$WORK"/*/run; do
         done
     done
 done
+for run in "$WORK"/*/run; do
+    [ -n "$AVERAGES" ] || break
+    name=$(basename "$(dirname "$run")")
+    for last in $AVERAGES; do
+        timeout "$DECODE_SECONDS" python3 -m bench.table4_dev "$name@a$last" --from "$name" \
+            --work "$WORK" --zip "$ZIP" --average "$last" --tree-constraint "${FINAL_SEARCH[@]}" \
+            --out "$OUT/sweep.jsonl" >>"$WORK/decode.log" 2>&1 &
+    done
+done
 wait
 echo "decoded in $(($(date +%s) - start)) s"
 tail -n 5 "$WORK"/*.log "$WORK/decode.log" | tail -n 60
@@ -81,7 +103,7 @@ import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 def key(row):
     name, step = row["name"].split("@")
-    return name, int(step.rstrip("c")), step
+    return name, int(step.strip("ac")), step
 for row in sorted(rows, key=key):
     print(f"{row['name']:24} F1 {row['f1']:6.2f}  {row['dev']}")
 EOF
