@@ -40,8 +40,8 @@ from transformer_core.parsing.trees import LINEARIZATIONS, linearize
 SHAPE = ("d_model=128", "d_ff=256", "d_k=16", "d_v=16")  # nltk_parsing.yaml's widths / 8
 CLI = [sys.executable, "-m", "transformer_core"]
 TRAINING = {"split_by_unicode_script", "vocab_size", "steps", "tokens_per_step", "max_tokens",
-            "warmup", "lr_scale", "cooldown", "dev_interval", "set", "seed", "threads", "checkpoint_interval", "keep_last",
-            "train_only"}  # fmt: skip
+            "warmup", "lr_scale", "cooldown", "dev_interval", "set", "seed", "threads",
+            "checkpoint_interval", "keep_last", "train_only"}  # fmt: skip
 
 
 def run(command: list[str], log: Path) -> None:

@@ -45,7 +45,8 @@ cat "$OUT/gpu.txt"
 KEEP=(--checkpoint-interval "$CURVE_EVERY" --keep-last 100)
 if [ -n "$AVERAGES" ]; then
     # shellcheck disable=SC2086  # the averages are words
-    KEEP=(--checkpoint-interval "${AVERAGE_EVERY:-100}" --keep-last "$(printf '%s\n' $AVERAGES | sort -n | tail -1)")
+    most=$(printf '%s\n' $AVERAGES | sort -n | tail -1)
+    KEEP=(--checkpoint-interval "${AVERAGE_EVERY:-100}" --keep-last "$most")
 fi
 
 start=$(date +%s)
