@@ -15,7 +15,9 @@
 # as config/nltk_parsing.yaml) instead, and each run's averages of its last N are decoded with
 # the shipped search (FINAL_SEARCH, default beam 21 and alpha 2.0, with the tree constraint;
 # NAME@aN), not the curve. It needs ptb/nltk_treebank.zip under .gpu/data/ (carried beside the
-# tree) and the wheels of .whl/ (sacremoses).
+# tree) and the wheels of .whl/ (sacremoses). With AVERAGE_ONLY=1 the averages are not decoded
+# but come back as $OUT/NAME_aN.pt (with each run's data/spm.model in logs.tgz), to be decoded
+# elsewhere: runs too long to train and decode within one call.
 set -uo pipefail
 SWEEP=$1
 TRAIN_SECONDS=${2:-330}
@@ -89,6 +91,11 @@ for run in "$WORK"/*/run; do
     [ -n "$AVERAGES" ] || break
     name=$(basename "$(dirname "$run")")
     for last in $AVERAGES; do
+        if [ "${AVERAGE_ONLY:-0}" = 1 ]; then
+            python3 -m transformer_core average --run-dir "$run" --last "$last" \
+                --out "$OUT/${name}_a$last.pt" >>"$WORK/decode.log" 2>&1
+            continue
+        fi
         timeout "$DECODE_SECONDS" python3 -m bench.table4_dev "$name@a$last" --from "$name" \
             --work "$WORK" --zip "$ZIP" --average "$last" --tree-constraint "${FINAL_SEARCH[@]}" \
             --out "$OUT/sweep.jsonl" >>"$WORK/decode.log" 2>&1 &
@@ -98,7 +105,8 @@ wait
 echo "decoded in $(($(date +%s) - start)) s"
 tail -n 5 "$WORK"/*.log "$WORK/decode.log" | tail -n 60
 # $OUT brings back 8 files: the logs travel in one archive.
-tar czf "$OUT/logs.tgz" -C "$WORK" --exclude='*.pt' --exclude=data . 2>/dev/null
+tar czf "$OUT/logs.tgz" -C "$WORK" --exclude='*.pt' --exclude='*.bin' --exclude='*.idx' . 2>/dev/null
+[ -f "$OUT/sweep.jsonl" ] || exit 0
 python3 - "$OUT/sweep.jsonl" <<'EOF'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]

@@ -19,6 +19,7 @@ from transformer_core.data.batching import (
 from transformer_core.data.binarized import BinarizedWriter, binarize
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.errors import UserError
+from transformer_core.settings import TrainConfig
 from transformer_core.trainer import LossModel
 
 
@@ -100,6 +101,34 @@ def test_fewer_sentences_than_batches_needed_is_an_error():
     # five long pairs that fit only one per batch cannot be dealt evenly to 4 ranks
     with pytest.raises(UserError, match="evenly"):
         TokenBucketSampler([9] * 5, [9] * 5, 10, world_size=4).batches(0)
+
+
+def test_batch_tokens_packs_smaller_and_a_longer_pair_goes_alone():
+    """Steps smaller than max_tokens: batches of at most 300, except the pairs over 300 (up to
+    max_tokens), each a batch of its own; each sentence once."""
+    src, tgt = lengths(3000, high=60)
+    src[:3], tgt[:3] = [400, 10, 700], [10, 500, 600]
+    batches = TokenBucketSampler(src, tgt, 1000, seed=2, batch_tokens=300).batches(0)
+    long = {0, 1, 2}
+    for b in batches:
+        if long & set(b):
+            assert len(b) == 1
+        else:
+            assert cost(b, src) <= 300 and cost(b, tgt) <= 300
+    assert sorted(i for b in batches for i in b) == list(range(3000))
+    fill = [max(cost(b, src), cost(b, tgt)) / 300 for b in batches if not long & set(b)]
+    assert np.median(fill) > 0.85
+    with pytest.raises(ValueError, match="batch_tokens"):
+        TokenBucketSampler(src, tgt, 1000, batch_tokens=1001)
+
+
+def test_train_config_packs_to_the_step_where_it_is_below_a_micro_batch():
+    cfg = TrainConfig(max_tokens=1000, tokens_per_step=500)
+    assert (cfg.batch_tokens(1), cfg.accumulation(1)) == (500, 1)
+    assert (cfg.batch_tokens(2), cfg.accumulation(2)) == (250, 1)
+    paper = TrainConfig(max_tokens=3125, tokens_per_step=25_000)
+    steps = [(paper.batch_tokens(w), paper.accumulation(w)) for w in (1, 8, 16)]
+    assert steps == [(3125, 8), (3125, 1), (1563, 1)]
 
 
 def test_sentence_longer_than_max_tokens_says_raise_max_tokens():

@@ -45,13 +45,14 @@ def test_seeds_name_the_runs():
 
 def test_parsing_runs_take_table4_train_and_translation_runs_train():
     config = configuration()
-    config["table4"]["train"].update(dropout=0.2, label_smoothing=0.0)
+    config["table4"]["train"].update(dropout=0.2, label_smoothing=0.0, d_model=192, d_k=24)
     plan = RunPlan(config)
     own, train = config["table4"]["train"], config["train"]
     parsing = plan.train_args("parse_treebank", "parsing-seed2")
     translation = plan.train_args("en_de", "base")
     assert parsing[:2] == ["--experiment", "parsing"] and "dropout=0.2" in parsing
     assert "label_smoothing=0.0" in parsing and "dropout=0.2" not in translation
+    assert {"d_model=192", "d_k=24"} <= set(parsing) and "d_model=192" not in translation
     for args, recipe, steps in (
         (parsing, own, config["table4"]["steps"]),
         (translation, train, plan.steps("en_de", "base")),

@@ -88,7 +88,9 @@ class TrainConfig:
     tokens). ``max_tokens`` bounds one micro-batch on one device (padded tokens
     per side). Gradients are accumulated over
     ``ceil(tokens_per_step / (max_tokens * world_size))`` micro-batches, so a
-    step holds about the same tokens on 1 GPU as on 8 and steps stay comparable.
+    step holds about the same tokens on 1 GPU as on 8 and steps stay comparable;
+    where one micro-batch per device would hold more than ``tokens_per_step``,
+    micro-batches are packed smaller (``batch_tokens``).
     """
 
     # The flagged fields are `transformer-core train`'s options (commands.add_train_arguments);
@@ -102,7 +104,8 @@ class TrainConfig:
         25_000,
         "--tokens-per-step",
         "target tokens per optimizer step over all devices; gradients are accumulated over "
-        "ceil(this / (max-tokens x devices)) micro-batches",
+        "ceil(this / (max-tokens x devices)) micro-batches, or micro-batches are packed to "
+        "ceil(this / devices) where that is less than max-tokens",
     )
     warmup: int = option(4000, "--warmup", "warmup steps of the schedule")
     lr_scale: float = option(
@@ -209,6 +212,12 @@ class TrainConfig:
     def accumulation(self, world_size: int) -> int:
         """Micro-batches per device per optimizer step."""
         return -(-self.tokens_per_step // (self.max_tokens * world_size))
+
+    def batch_tokens(self, world_size: int) -> int:
+        """Tokens per side a micro-batch is packed to: ``max_tokens``, or less where one
+        micro-batch per device would hold more than ``tokens_per_step`` (then a pair longer
+        than it, up to ``max_tokens``, is a micro-batch of its own)."""
+        return min(self.max_tokens, -(-self.tokens_per_step // world_size))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -215,7 +215,7 @@ def _train_loop(
         f"{ctx.world_size} x {device_name(ctx.device)} ({cpu_threads()} each), "
         f"precision {precision_name(trainer.autocast)}"
         f"{', compiled' if trainer.compiled else ''}, "
-        f"{cfg.max_tokens} tokens per micro-batch x {trainer.accumulation} accumulation x {ctx.world_size} "
+        f"{cfg.batch_tokens(ctx.world_size)} tokens per micro-batch x {trainer.accumulation} accumulation x {ctx.world_size} "
         f"device(s) for {cfg.tokens_per_step} target tokens per step; {cfg.steps} steps"
         f"{f', the last {cfg.cooldown} cooled down' if cfg.cooldown else ''}"
     )

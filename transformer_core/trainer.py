@@ -196,6 +196,7 @@ class Trainer:
             seed=cfg.seed,
             rank=ctx.rank,
             world_size=ctx.world_size,
+            batch_tokens=cfg.batch_tokens(ctx.world_size),
         )
         self.accumulation = cfg.accumulation(ctx.world_size)
         self.compiled = compiled

@@ -4,7 +4,9 @@ approximate sequence length"), and collation into padded tensors.
 A batch is a list of sentence indices. Its cost on each side is
 ``batch size x (longest sentence + 1)``: the +1 is the EOS appended to the
 source, and the BOS / EOS added to the target input / output; padding counts.
-Each side's cost is at most ``max_tokens``.
+Batches are packed to ``batch_tokens`` per side (``max_tokens`` unless smaller:
+a step of fewer tokens than one micro-batch holds); a pair longer than that,
+but within ``max_tokens``, the most one device takes, is a batch of its own.
 
 Per epoch, from ``(seed, epoch)`` alone:
 
@@ -51,7 +53,11 @@ _PACK_CHUNK = 1 << 20  # sentences converted to Python ints at a time while pack
 
 
 class TokenBucketSampler:
-    """This rank's length-bucketed batches of at most ``max_tokens`` tokens per side."""
+    """This rank's length-bucketed batches of about ``batch_tokens`` tokens per side.
+
+    ``batch_tokens`` (default ``max_tokens``) is what batches are packed to; no batch
+    exceeds it except a single pair longer than it, and no pair may exceed ``max_tokens``.
+    """
 
     def __init__(
         self,
@@ -61,6 +67,7 @@ class TokenBucketSampler:
         seed: int = 0,
         rank: int = 0,
         world_size: int = 1,
+        batch_tokens: int | None = None,
     ) -> None:
         # +1: EOS on the source; BOS (input) or EOS (output) on the target.
         self.src_cost = np.asarray(src_lens, dtype=np.int64) + 1
@@ -72,6 +79,11 @@ class TokenBucketSampler:
             )
         if max_tokens <= 0:
             raise UserError(f"max_tokens must be positive, got {max_tokens}")
+        batch_tokens = max_tokens if batch_tokens is None else batch_tokens
+        if not 0 < batch_tokens <= max_tokens:
+            raise ValueError(
+                f"need 0 < batch_tokens <= max_tokens={max_tokens}, got {batch_tokens}"
+            )
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(
                 f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}"
@@ -91,6 +103,7 @@ class TokenBucketSampler:
                 f"{len(self.src_cost)} sentence pair(s) cannot be shared by {world_size} ranks"
             )
         self.max_tokens = int(max_tokens)
+        self.batch_tokens = int(batch_tokens)
         self.seed = int(seed)
         self.rank = rank
         self.world_size = world_size
@@ -115,6 +128,7 @@ class TokenBucketSampler:
         order = np.lexsort((rng.random(n), self.tgt_cost, self.src_cost, longer))
         src_sorted, tgt_sorted = self.src_cost[order], self.tgt_cost[order]
         bounds: list[tuple[int, int]] = []
+        budget = self.batch_tokens
         start = max_src = max_tgt = 0
         for chunk in range(0, n, _PACK_CHUNK):
             pairs = zip(
@@ -125,7 +139,8 @@ class TokenBucketSampler:
             for i, (s, t) in enumerate(pairs, chunk):
                 grown_src, grown_tgt = max(max_src, s), max(max_tgt, t)
                 size = i - start + 1
-                if size * grown_src > self.max_tokens or size * grown_tgt > self.max_tokens:
+                over = size * grown_src > budget or size * grown_tgt > budget
+                if over and i > start:  # a pair over the budget alone is a batch of its own
                     bounds.append((start, i))
                     start, max_src, max_tgt = i, s, t
                 else:

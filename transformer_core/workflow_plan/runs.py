@@ -21,7 +21,8 @@ from transformer_core.settings import decode_flags, train_flags
 from transformer_core.workflow_plan.data import is_parsing
 
 SEED_SUFFIX = "-seed"
-PARSING_MODEL_KEYS = ("dropout", "label_smoothing")  # table4.train's model settings
+# table4.train's model settings: regularization, and widths replacing the scaled preset's
+PARSING_MODEL_KEYS = ("dropout", "label_smoothing", "d_model", "d_ff", "d_k", "d_v")
 
 
 def launcher(gpus: int) -> list[Any]:
@@ -113,7 +114,7 @@ class RunPlan:
 
     def model_overrides(self, pair: str, exp: str) -> dict[str, Any]:
         """The experiment's ModelConfig overrides: scaled, then `model`, then table4.train's
-        dropout and label_smoothing for parsing runs."""
+        dropout, label_smoothing and widths for parsing runs."""
         scale = self.config["scale_rule"]
         own = self._table4_train(pair)
         return {
