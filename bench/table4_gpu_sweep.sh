@@ -18,6 +18,9 @@
 # tree) and the wheels of .whl/ (sacremoses). With AVERAGE_ONLY=1 the averages are not decoded
 # but come back as $OUT/NAME_aN.pt (with each run's data/spm.model in logs.tgz), to be decoded
 # elsewhere: runs too long to train and decode within one call.
+# Decoding with the shipped search on the host takes long: at d_model 192, eight decodes side by
+# side (2 threads each, the H100 machine's 16 Xeon cores) took 253 s and more each (the eighth
+# sweep lost seven of its eight to a DECODE_SECONDS of 170, then of 262); plan a call's time for it.
 set -uo pipefail
 SWEEP=$1
 TRAIN_SECONDS=${2:-330}
