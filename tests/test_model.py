@@ -6,6 +6,7 @@ from conftest import tiny_config, tiny_model
 from torch import nn
 
 import transformer_core.model as model_module
+from transformer_core import decoder_state
 from transformer_core.decoder_state import PositionBuffer
 from transformer_core.model import Transformer, parameter_count, sinusoidal_encoding
 
@@ -285,23 +286,50 @@ def test_initializations():
     assert cfg.init == "xavier"  # the paper's code (tensor2tensor) is the default
 
 
+@pytest.mark.parametrize("dim", [1, 2])  # positions right after the rows (one run a row), or not
 @pytest.mark.parametrize("capacity", [1, 3, 40])  # growing past it, and not
-def test_position_buffer_equals_a_growing_tensor(capacity):
+def test_position_buffer_equals_a_growing_tensor(capacity, dim):
     """Appends and reorders (rows kept, repeated, dropped) give what concatenation gives."""
     gen = torch.Generator().manual_seed(7)
     rows = 6
-    buffer = PositionBuffer(rows, (2, 3), 2, capacity, torch.empty(0))
-    reference = torch.empty(rows, 2, 0, 3)
+    shape = [2, 3]
+    shape.insert(dim - 1, 1)  # one position: (R, 1, 2, 3) or (R, 2, 1, 3)
+    buffer = PositionBuffer(rows, (2, 3), dim, capacity, torch.empty(0))
+    reference = torch.empty(rows, *shape).narrow(dim, 0, 0)
     for step in range(9):
         new_rows = max(1, rows - step // 3)
         order = torch.randint(0, reference.size(0), (new_rows,), generator=gen)
-        new = torch.randn(new_rows, 2, 1, 3, generator=gen)
+        new = torch.randn(new_rows, *shape, generator=gen)
         if step % 2:
             buffer.append(new, order)
-            reference = torch.cat([reference[order], new], dim=2)
+            reference = torch.cat([reference[order], new], dim=dim)
         elif new_rows == reference.size(0):
             buffer.append(new)
-            reference = torch.cat([reference, new], dim=2)
+            reference = torch.cat([reference, new], dim=dim)
         else:
             continue
         assert torch.equal(buffer.values, reference)
+
+
+def test_cache_layouts_give_the_same_logits(monkeypatch):
+    """Position-major self-attention caches (CPUs in fp32) and head-major ones (bf16, GPUs):
+    the same logits through beam-style reorders, sentences leaving included."""
+    model = tiny_model(TINY)
+    src, tgt = random_batch(TINY, tgt_len=4)
+    beam = 2
+    logits = {}
+    for layout in (True, False):
+        monkeypatch.setattr(decoder_state, "position_major", lambda like, layout=layout: layout)
+        with torch.no_grad():
+            state = model.init_state(*model.encode(src), capacity=2)
+            steps = [model.decode_step(tgt[:, 0], state)]
+            state.reorder(torch.arange(src.size(0)).repeat_interleave(beam), beam=beam)
+            row_tgt = tgt.repeat_interleave(beam, dim=0)
+            steps.append(model.decode_step(row_tgt[:, 1], state))
+            rows = torch.tensor([3, 2, 5, 5])  # sentence 0 leaves
+            state.reorder(rows, sentences=torch.tensor([1, 2]))
+            steps.append(model.decode_step(row_tgt[rows, 2], state))
+        assert (state.layers[0].self_k.dim == 1) == layout
+        logits[layout] = steps
+    for position_major, head_major in zip(logits[True], logits[False], strict=True):
+        torch.testing.assert_close(position_major, head_major, atol=1e-6, rtol=0)

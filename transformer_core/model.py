@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from transformer_core.config import ModelConfig
 from transformer_core.cpu_attention import decoding_attention, matmul_attention
-from transformer_core.decoder_state import DecoderState, LayerCache, PositionBuffer
+from transformer_core.decoder_state import DecoderState, LayerCache
 from transformer_core.dropout import Dropout
 
 LAYER_NORM_EPS = 1e-6  # tensor2tensor's value
@@ -188,11 +188,10 @@ class DecoderLayer(nn.Module):
         as ``beam`` query positions of one attention call, so those stay one copy per
         sentence instead of ``beam``.
         """
-        cache.append(*self.self_attn.project_kv(y), rows)
+        cache.append(self.self_attn.w_k(y), self.self_attn.w_v(y), rows)
         return self.attend_and_transform(
             y,
-            cache.self_k.values,
-            cache.self_v.values,
+            *cache.self_attention(),
             cache.cross_k,
             cache.cross_v,
             src_mask,
@@ -322,16 +321,11 @@ class Transformer(nn.Module):
         rows = memory.size(0) * beam
         layers = []
         for layer in self.decoder_layers:
-            cross_k, cross_v = layer.cross_attn.project_kv(memory)
             attn = layer.self_attn
-            # The dtype the projections produce (bf16 under autocast), on memory's device.
-            like = cross_k
+            # Caches of the dtype the projections produce (bf16 under autocast), on memory's device.
             layers.append(
-                LayerCache(
-                    self_k=PositionBuffer(rows, (attn.h, attn.d_k), 2, capacity, like),
-                    self_v=PositionBuffer(rows, (attn.h, attn.d_v), 2, capacity, like),
-                    cross_k=cross_k,
-                    cross_v=cross_v,
+                LayerCache.empty(
+                    rows, attn.h, attn.d_k, attn.d_v, capacity, *layer.cross_attn.project_kv(memory)
                 )
             )
         return DecoderState(layers=layers, src_mask=src_mask, beam=beam)
