@@ -68,11 +68,13 @@ def position_major(like: Tensor) -> bool:
     """Whether self-attention caches of ``like``'s dtype and device keep their positions before
     their heads, (rows, t, h, d), rather than after, (rows, h, t, d).
 
-    On CPUs in fp32, yes: a reorder then copies one run of memory a row, and decoding
-    attention (``cpu_attention.decoding_attention``) reads the transposed view as it is.
-    Beam search on Multi30k ran 7 to 8% faster in fp32 and in int8 (docs/ctranslate2.md).
-    bf16 attention multiplies the caches as batched matrices, which need the head-major
-    layout without a copy (no faster position-major), and so does the GPU's fused attention.
+    On CPUs in fp32, yes: a reorder then copies one run of memory a row, not one per head
+    (about twice as fast from 8 to 24 positions, 96 rows, 8 heads of 32, caches out of the
+    CPU's caches), and decoding attention (``cpu_attention.decoding_attention``) reads the
+    transposed view as it is. Beam search on Multi30k ran 6 to 8% faster in fp32 and int8,
+    with the same fp32 hypotheses; at the base shape (30 positions, d_k 64) 1% (within noise).
+    bf16 attention multiplies the caches as batched matrices, which want them head-major
+    (no faster position-major), and so does the GPU's fused attention (docs/ctranslate2.md).
     """
     return like.device.type == "cpu" and like.dtype == torch.float32
 
