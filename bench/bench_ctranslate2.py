@@ -29,6 +29,7 @@ for Marian, the bench extra (transformers).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import platform
 import tempfile
@@ -40,10 +41,8 @@ import torch
 
 from bench.bench_checks import cpu_model
 from bench.bench_decode import marian_beam_search, marian_model, our_model
-from transformer_core.device import cpu_has_native_bf16, inference_model
+from transformer_core.device import cpu_has_native_bf16
 from transformer_core.export import SUPPRESSED_PIECES, ctranslate2_spec
-from transformer_core.search import beam_search
-from transformer_core.settings import DecodeOptions
 from transformer_core.translate import make_batches
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,17 +56,26 @@ def our_precisions() -> list[str]:
     return ["fp32", "bf16", "int8"] if cpu_has_native_bf16() else ["fp32", "int8"]
 
 
-def our_runner(model, precision: str, forced: int | None) -> Callable[[Batches], list]:
-    """Decode batches with our beam search in ``precision``, as ``translate`` does."""
+def our_runner(
+    model, precision: str, forced: int | None, package: str = "transformer_core"
+) -> Callable[[Batches], list]:
+    """Decode batches with our beam search in ``precision``, as ``translate`` does; the search
+    and its settings from ``package`` (another version's, imported under another name:
+    ``bench.bench_paired``)."""
+    device, search, settings = (
+        importlib.import_module(f"{package}.{name}") for name in ("device", "search", "settings")
+    )
     autocast = torch.bfloat16 if precision == "bf16" else None
-    decoder = inference_model(model, autocast, int8=precision == "int8")
+    decoder = device.inference_model(model, autocast, int8=precision == "int8")
     cfg = model.cfg
     if forced:  # min_len blocks EOS until then
-        options = DecodeOptions(
+        options = settings.DecodeOptions(
             beam_size=BEAM, alpha=ALPHA, max_len_a=0.0, max_len_b=forced, min_len=forced
         )
     else:
-        options = DecodeOptions(beam_size=BEAM, alpha=ALPHA, max_len_a=1.0, max_len_b=EXTRA_LENGTH)
+        options = settings.DecodeOptions(
+            beam_size=BEAM, alpha=ALPHA, max_len_a=1.0, max_len_b=EXTRA_LENGTH
+        )
 
     def run(batches: Batches) -> list[list[int]]:
         outputs = []
@@ -78,7 +86,7 @@ def our_runner(model, precision: str, forced: int | None) -> Callable[[Batches],
                 src[row, : len(ids)] = torch.as_tensor(ids)
                 src[row, len(ids)] = cfg.eos_id
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast is not None):
-                outputs += beam_search(decoder, src, options)
+                outputs += search.beam_search(decoder, src, options)
         return outputs
 
     return run
@@ -199,13 +207,19 @@ def bench_multi30k(args, folder: Path) -> dict:
     return results
 
 
+def base_batches(vocab: int) -> Batches:
+    """``BASE_SOURCES`` random sources of ``BASE_LENGTH`` - 1 pieces (EOS makes ``BASE_LENGTH``),
+    the same every run, in batches of ``BATCH``."""
+    gen = torch.Generator().manual_seed(1)
+    sources = torch.randint(4, vocab, (BASE_SOURCES, BASE_LENGTH - 1), generator=gen).tolist()
+    return [sources[k : k + BATCH] for k in range(0, len(sources), BATCH)]
+
+
 def bench_base(args, folder: Path) -> dict:
     model = our_model("base")
     vocab = model.cfg.vocab_size
     pieces = ["<pad>", "<unk>", "<s>", "</s>", *(f"t{i}" for i in range(4, vocab))]
-    gen = torch.Generator().manual_seed(1)
-    sources = torch.randint(4, vocab, (BASE_SOURCES, BASE_LENGTH - 1), generator=gen).tolist()
-    batches = [sources[k : k + BATCH] for k in range(0, len(sources), BATCH)]
+    batches = base_batches(vocab)
     runners = {f"ours_{p}": our_runner(model, p, BASE_LENGTH) for p in our_precisions()}
     for quantization in ("float32", "int8"):
         exported = ctranslate2_folder(model, pieces, quantization, folder)
