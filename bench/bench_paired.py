@@ -46,9 +46,15 @@ ROOT = Path(__file__).resolve().parents[1]
 OLD = "transformer_core_old"  # the name the --old version is imported under
 
 
-def extract_package(revision: str, into: Path, name: str = OLD) -> None:
+def extract_package(revision: str, into: Path, name: str = OLD) -> str:
     """``transformer_core`` of git ``revision`` as package ``name`` under ``into``, its imports of
-    itself renamed; ``into`` goes first on ``sys.path``."""
+    itself renamed; ``into`` goes first on ``sys.path``. Returns the revision's commit."""
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", f"{revision}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     archive = subprocess.run(
         ["git", "-C", str(ROOT), "archive", revision, "transformer_core"],
         capture_output=True,
@@ -65,6 +71,7 @@ def extract_package(revision: str, into: Path, name: str = OLD) -> None:
         text = path.read_text(encoding="utf-8")
         path.write_text(re.sub(r"\btransformer_core\b", name, text), encoding="utf-8")
     sys.path.insert(0, str(into))
+    return commit.stdout.strip()
 
 
 def models(args) -> tuple[torch.nn.Module, torch.nn.Module, Batches]:
@@ -134,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rounds must be at least 1")
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        extract_package(args.old, Path(tmp))
+        old_commit = extract_package(args.old, Path(tmp))
         new, old, batches = models(args)
         forced = None if args.checkpoint else BASE_LENGTH
         runners = {
@@ -149,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         "threads": 1,
         "torch": torch.__version__,
         "old": args.old,
+        "old_commit": old_commit,
         "new": "working tree",
         "benchmark": args.batching if args.checkpoint else f"{args.shape}, forced {BASE_LENGTH}",
         "checkpoint": args.checkpoint,

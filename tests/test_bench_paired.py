@@ -28,7 +28,11 @@ def test_a_version_against_itself_gives_the_same_outputs(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
-    assert result["old"] == "HEAD" and result["sentences"] == 200
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    assert result["old"] == "HEAD" and result["old_commit"] == head
+    assert result["sentences"] == 200
     assert result["identical_outputs"] == 200  # same weights, same search (HEAD of this clone)
     assert len(result["ratios_new_over_old"]) == 1 and result["median_ratio"] > 0
 

@@ -65,3 +65,22 @@ def test_decoding_attention_equals_matmul_attention(keys, queries):
             atol=2e-2,
             rtol=0,
         )
+
+
+@pytest.mark.parametrize("keys", [3, 13, 40])  # below and above CPU_SMALL_BMM at d_k 32
+def test_decoding_attention_reads_position_major_caches(keys):
+    """Caches laid out (B, t, h, d) within a longer buffer, seen as (B, h, t, d): the same
+    attention as on contiguous head-major copies, masked or not, at every length."""
+    gen = torch.Generator().manual_seed(5)
+    buffers = [torch.randn(4, 50, 3, 32, generator=gen) for _ in range(2)]  # 50 positions room
+    k, v = (b[:, :keys].transpose(1, 2) for b in buffers)  # (4, 3, keys, 32), strided
+    q = torch.randn(4, 3, 1, 32, generator=gen)
+    mask = torch.ones(4, 1, 1, keys, dtype=torch.bool)
+    mask[2, ..., keys - 1 :] = False
+    for m in (None, mask):
+        torch.testing.assert_close(
+            decoding_attention(q, k, v, m),
+            matmul_attention(q, k.contiguous(), v.contiguous(), m),
+            atol=1e-6,
+            rtol=0,
+        )

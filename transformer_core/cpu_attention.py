@@ -100,18 +100,33 @@ def softmax_fp32(weights: Tensor) -> Tensor:
     return exp.div_(exp.sum(-1, keepdim=True))
 
 
+def _one_batch(x: Tensor) -> bool:
+    """Whether the leading dimensions (B, h) of ``x`` (B, h, t, d) are one batch of matrices
+    without a copy: head-major caches are; position-major ones (``decoder_state.position_major``,
+    (B, t, h, d) seen transposed) are not, and a matrix product would copy them first."""
+    return x.stride(0) == x.size(1) * x.stride(1)
+
+
 def decoding_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
     """``matmul_attention`` of a decoding step on a CPU: q (B, h, T, d_k), a few queries per row
     and head, against cached keys; the same arithmetic, summed in another order.
 
-    One query per row and head: in fp32 below ``CPU_SMALL_BMM`` as elementwise products and
-    sums; in bf16 as k q^T and weights v (bf16 products still accumulate in fp32). Short rows
-    of weights: ``softmax_fp32``.
+    One query per row and head in fp32: elementwise products and sums, below
+    ``CPU_SMALL_BMM`` and at every length on position-major caches, taken in their memory
+    order (a product of matrices would copy the caches first: 96 rows of 8 heads of 32, one
+    thread, 527 us against 369 at 13 positions, 1,365 against 868 at 32). In bf16 as k q^T
+    and weights v (bf16 products still accumulate in fp32). Short rows of weights:
+    ``softmax_fp32``.
     """
     scale = q.size(-1) ** -0.5
     one_query = q.size(-2) == 1
-    elementwise = one_query and q.dtype == torch.float32 and k.size(-2) * q.size(-1) < CPU_SMALL_BMM
-    if elementwise:
+    in_fp32 = one_query and q.dtype == torch.float32
+    position_major = in_fp32 and not _one_batch(k)
+    elementwise = position_major or (in_fp32 and k.size(-2) * q.size(-1) < CPU_SMALL_BMM)
+    if position_major:  # (B, t, h, d) in memory: q (B, 1, h, d) against each position
+        weights = (q.transpose(1, 2) * k.transpose(1, 2)).sum(-1).transpose(1, 2).unsqueeze(-2)
+        weights = weights * scale  # (B, h, 1, t)
+    elif elementwise:
         weights = (q * k).sum(-1).unsqueeze(-2) * scale  # (B, h, 1, S)
     elif one_query and q.dtype == torch.bfloat16:
         weights = torch.matmul(k, q.transpose(-2, -1)).transpose(-2, -1) * scale
@@ -120,6 +135,10 @@ def decoding_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = No
     if mask is not None:
         weights = weights.masked_fill(~mask, -math.inf)
     weights = softmax_fp32(weights).to(v.dtype)
+    if position_major:  # sum over t of weight (B, t, h, 1) times value (B, t, h, d)
+        return (weights[:, :, 0].transpose(1, 2).unsqueeze(-1) * v.transpose(1, 2)).sum(1)[
+            :, :, None
+        ]
     if elementwise:
         return (weights.transpose(-2, -1) * v).sum(-2, keepdim=True)
     return torch.matmul(weights, v)

@@ -99,13 +99,17 @@ class LayerCache:
         cls, rows: int, h: int, d_k: int, d_v: int, capacity: int, cross_k: Tensor, cross_v: Tensor
     ) -> LayerCache:
         """Empty self-attention caches for ``rows`` rows and ``capacity`` positions, of the dtype
-        and device of the encoder-decoder keys ``cross_k``, laid out as ``position_major`` says."""
+        and device of the encoder-decoder keys ``cross_k``, laid out as ``position_major`` says.
+
+        The encoder-decoder keys and values are made contiguous here, once: as the views of
+        their projection that ``split_heads`` gives, every step's attention copied them.
+        """
         dim = 1 if position_major(cross_k) else 2
         return cls(
             self_k=PositionBuffer(rows, (h, d_k), dim, capacity, cross_k),
             self_v=PositionBuffer(rows, (h, d_v), dim, capacity, cross_k),
-            cross_k=cross_k,
-            cross_v=cross_v,
+            cross_k=cross_k.contiguous(),
+            cross_v=cross_v.contiguous(),
         )
 
     def append(self, k: Tensor, v: Tensor, rows: Tensor | None) -> None:
