@@ -41,6 +41,8 @@ import torch
 from bench.bench_checks import cpu_model
 from bench.bench_ctranslate2 import BASE_LENGTH, BATCH, Batches, base_batches, our_runner
 from bench.bench_decode import SHAPES
+from transformer_core.errors import UserError
+from transformer_core.files import atomic_write_text, check_input_file
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD = "transformer_core_old"  # the name the --old version is imported under
@@ -139,6 +141,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--checkpoint needs --spm and --source")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    try:
+        for flag in ("checkpoint", "spm", "source"):
+            if getattr(args, flag):
+                check_input_file(getattr(args, flag), f"--{flag}")
+    except UserError as err:
+        parser.error(str(err))
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         old_commit = extract_package(args.old, Path(tmp))
@@ -176,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({k: v for k, v in result.items() if k != "seconds"}, indent=1))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    atomic_write_text(out, json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
     return 0
 

@@ -50,3 +50,18 @@ def test_an_unknown_revision_is_one_clear_line(tmp_path):
     assert "--old no-such-revision: git archive failed" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "p.json").exists()
+
+
+def test_a_missing_source_is_one_clear_line(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.bench_paired", "--old", "HEAD", "--checkpoint"]
+        + [str(tmp_path / "no.pt"), "--spm", str(tmp_path / "no.model"), "--source", "x"]
+        + ["--out", str(tmp_path / "p.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert f"--checkpoint {tmp_path / 'no.pt'}: no such file" in proc.stderr
+    assert "Traceback" not in proc.stderr
