@@ -47,6 +47,18 @@ TINY_SHAPE = dict(
 TRAIN_SHAPE = dict(encoder_layers=1, decoder_layers=1, d_model=32, d_ff=64, h=2, d_k=16, d_v=16)
 
 
+def pytest_report_header() -> str:
+    """Which kernels the numeric tests run on: ATen's (``ATEN_CPU_CAPABILITY`` caps them) and
+    whether oneDNN computes bf16 (``ONEDNN_MAX_CPU_ISA`` caps it), so that a run that imitates
+    another CPU kind (tests.md) shows that it does."""
+    from transformer_core.device import cpu_has_native_bf16
+
+    return (
+        f"torch {torch.__version__}: ATen CPU kernels {torch.backends.cpu.get_cpu_capability()}, "
+        f"native bf16 {'yes' if cpu_has_native_bf16() else 'no'}"
+    )
+
+
 def tiny_config(**overrides) -> ModelConfig:
     """``TINY_SHAPE`` with ``overrides`` (any ModelConfig field) on top."""
     return ModelConfig(**{**TINY_SHAPE, **overrides})

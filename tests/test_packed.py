@@ -5,8 +5,9 @@ import pytest
 import torch
 from conftest import tiny_config, tiny_model
 from torch import nn
+from torch.nn import functional as F
 
-from transformer_core.device import inference_model
+from transformer_core.device import cpu_has_native_bf16, inference_model
 from transformer_core.packed import PACK_MIN_D_MODEL, PackedLinear, pack_linears, worth_packing
 from transformer_core.search import beam_search
 
@@ -22,8 +23,20 @@ def test_packed_linear_is_the_same_product():
     for rows in (1, 7, 128):
         x = torch.randn(rows, 1, 256)
         torch.testing.assert_close(packed(x), linear(x), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.skipif(
+    not cpu_has_native_bf16(),
+    reason="oneDNN packs bf16 weights only on CPUs that compute bf16 (translate refuses bf16 here)",
+)
+def test_packed_bf16_linear_takes_fp32_activations():
+    linear = nn.Linear(256, 1000)
     half = PackedLinear(linear.weight.to(torch.bfloat16), linear.bias)
-    assert half(torch.randn(3, 256)).dtype == torch.bfloat16  # fp32 in (a layer norm's), bf16 out
+    x = torch.randn(3, 256)  # fp32 in (a layer norm's), bf16 out
+    out = half(x)
+    assert out.dtype == torch.bfloat16
+    expected = F.linear(x.bfloat16(), linear.weight.bfloat16(), linear.bias.bfloat16())
+    torch.testing.assert_close(out, expected, atol=0.05, rtol=0.02)
 
 
 def test_packing_pays_from_the_threshold_up():
