@@ -10,10 +10,13 @@ a checkpoint's config) passes its differences from ``TINY_SHAPE`` as overrides, 
 still reads where it is used.
 """
 
+import atexit
 import io
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,12 @@ import yaml
 
 from transformer_core.config import ModelConfig
 from transformer_core.model import Transformer
+
+# Each test session compiles into an inductor cache of its own: the cache's keys leave out the
+# ATen and oneDNN capabilities, so code compiled by a session that imitates another CPU kind
+# (docs/tests.md), or by one that does not, would be loaded by the other and compute NaNs.
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="torchinductor-tests-")
+atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], ignore_errors=True)
 
 # Milliseconds a forward pass on a 2-core CPU, yet every part there: two layers a side, several
 # heads, h * d_k == d_model. No dropout, so train mode is deterministic too; 64 positions cover
