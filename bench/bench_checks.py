@@ -10,7 +10,7 @@
   100M tokens, on a synthetic split of newstest-like lengths.
 
 Where the files go: ``--dir`` (default: a temporary folder; the big checkpoint is
-about 2.6 GB). Writes ``bench/results/checks.json`` (``--out``).
+about 2.6 GB). Writes ``bench/results/HARDWARE/integrity_checks_cost.json`` (``--out``).
 
     python -m bench.bench_checks [--quick]
 """
@@ -27,16 +27,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from transformer_core.checkpoint import (
+from bench.hardware import result_path
+from transformer_core.data import dataset
+from transformer_core.data.binarized import BinarizedWriter, split_files
+from transformer_core.model.checkpoint import (
     check_finite,
     load_checkpoint,
     save_checkpoint,
     tensor_checksums,
 )
-from transformer_core.config import model_config
-from transformer_core.data import dataset
-from transformer_core.data.binarized import BinarizedWriter, split_files
-from transformer_core.model import Transformer
+from transformer_core.model.config import model_config
+from transformer_core.model.transformer import Transformer
 
 
 def timed(fn, repeats: int = 3) -> float:
@@ -123,7 +124,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", type=Path, default=Path("bench/results/checks.json"))
+    parser.add_argument("--out", type=Path, default=result_path("integrity_checks_cost"))
     parser.add_argument("--dir", type=Path, help="folder for the files (default: a temporary one)")
     parser.add_argument("--quick", action="store_true", help="base only, 100,000 sentences")
     args = parser.parse_args()

@@ -8,7 +8,7 @@ precision ``auto`` picks here:
   token-bucket batches of a synthetic corpus (``bench_train.synthetic_corpus``), eager and with
   ``compile=on``; the first steps of the compiled run (compilation) are timed apart;
 - decoding: beam 4 over 32 sources of 30 tokens, outputs forced to 30 tokens (as
-  ``bench_decode``), eager and with the compiled decoding copy (``device.inference_model``),
+  ``bench_decode``), eager and with the compiled decoding copy (``inference.inference_model``),
   the first decode (compilation) timed apart.
 
 Eager and compiled runs alternate, so that a burst of load from elsewhere hits both.
@@ -16,7 +16,7 @@ Eager and compiled runs alternate, so that a burst of load from elsewhere hits b
     python -m bench.bench_compile                  # Multi30k and base, minutes on 2 cores
     python -m bench.bench_compile --shapes multi30k --rounds 2
 
-Writes bench/results/compile_cpu.json (or --out).
+Writes bench/results/HARDWARE/compile_against_eager.json (or --out).
 """
 
 from __future__ import annotations
@@ -33,10 +33,12 @@ from pathlib import Path
 import torch
 
 from bench import bench_decode, bench_train
-from transformer_core.config import ModelConfig, model_config
-from transformer_core.device import autocast_dtype, cpu_has_native_bf16, inference_model
-from transformer_core.model import Transformer
-from transformer_core.search import beam_search_nbest
+from bench.hardware import result_path
+from transformer_core.decoding.inference import inference_model
+from transformer_core.decoding.search import beam_search_nbest
+from transformer_core.device import autocast_dtype, cpu_has_native_bf16
+from transformer_core.model.config import ModelConfig, model_config
+from transformer_core.model.transformer import Transformer
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
@@ -91,7 +93,7 @@ def decoding(shape: str, rounds: int) -> dict:
             hyps = beam_search_nbest(
                 models[mode],
                 src,
-                beam_size=4,
+                beam=4,
                 alpha=0.6,
                 max_len_a=0.0,
                 max_len_b=out_len,
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         "--steps", type=int, default=3, help="training steps per round (default: 3)"
     )
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "compile_cpu.json"))
+    parser.add_argument("--out", default=str(result_path("compile_against_eager")))
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     result = {

@@ -13,8 +13,8 @@ Dropout: ``nn.Dropout`` (its ``bernoulli_`` mask) against ``dropout.Dropout`` (a
 16-bit integer draws), forward and backward at the shapes of a Multi30k step (2000 x 256) and
 its feed-forward (2000 x 1024), and the kept fraction of each.
 
-    python -m bench.bench_cpu_kernels           # writes bench/results/cpu_kernels.json
-    python -m bench.bench_cpu_kernels --threads 1 --d-head 16 --out bench/results/cpu_kernels_parsing.json
+    python -m bench.bench_cpu_kernels           # writes bench/results/HARDWARE/training_kernels.json
+    python -m bench.bench_cpu_kernels --threads 1 --d-head 16 --out bench/results/HARDWARE/training_kernels_parsing_shape.json
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ import torch
 import torch.nn.functional as F
 
 from bench.bench_checks import cpu_model
-from transformer_core.cpu_attention import matmul_attention
-from transformer_core.dropout import Dropout
-from transformer_core.host_memory import keep_freed_memory
-from transformer_core.model import CPU_BF16_MATMUL_MAX_KEYS
+from bench.hardware import result_path
+from transformer_core.model.cpu_attention import matmul_attention
+from transformer_core.model.dropout import Dropout
+from transformer_core.model.transformer import CPU_BF16_MATMUL_MAX_KEYS
+from transformer_core.training.host_memory import keep_freed_memory
 
 # (sentences, tokens): Multi30k's and WMT's buckets, then long sequences (parse trees).
 SHAPES = [
@@ -93,7 +94,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--d-head", type=int, default=32, help="d_k = d_v of each head")
-    parser.add_argument("--out", default="bench/results/cpu_kernels.json")
+    parser.add_argument("--out", default=str(result_path("training_kernels")))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     keep_freed_memory()

@@ -1,5 +1,5 @@
 """Beam-4 decoding on one CPU thread: the project (fp32, bf16, int8) beside CTranslate2 (float32,
-int8, through ``transformer_core.export``) and, at the base shape, HF Marian.
+int8, through ``transformer_core.decoding.export``) and, at the base shape, HF Marian.
 
 Three benchmarks, each engine given the same sources in the same batches:
 
@@ -22,13 +22,14 @@ each engine's outputs are its own, so tokens/s counts each one's tokens and BLEU
     python -m bench.bench_ctranslate2 --checkpoint runs/en_de/base/averaged.pt \\
         --spm data/en_de/spm.model --source data/en_de/raw/test.en --ref data/en_de/raw/test.de
 
-Writes bench/results/ctranslate2.json (or --out). Needs the serve extra (ctranslate2) and,
+Writes bench/results/HARDWARE/decode_beside_ctranslate2.json (or --out). Needs the serve extra (ctranslate2) and,
 for Marian, the bench extra (transformers).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import platform
@@ -41,9 +42,10 @@ import torch
 
 from bench.bench_checks import cpu_model
 from bench.bench_decode import marian_beam_search, marian_model, our_model
+from bench.hardware import result_path
+from transformer_core.decoding.export import SUPPRESSED_PIECES, ctranslate2_spec
+from transformer_core.decoding.translate import make_batches
 from transformer_core.device import cpu_has_native_bf16
-from transformer_core.export import SUPPRESSED_PIECES, ctranslate2_spec
-from transformer_core.translate import make_batches
 
 ROOT = Path(__file__).resolve().parents[1]
 BEAM, ALPHA, EXTRA_LENGTH = 4, 0.6, 50
@@ -56,26 +58,42 @@ def our_precisions() -> list[str]:
     return ["fp32", "bf16", "int8"] if cpu_has_native_bf16() else ["fp32", "int8"]
 
 
+def package_module(package: str, name: str, flat_name: str | None = None):
+    """Module ``name`` of ``package`` (``decoding.search``), or, in a version of the package from
+    before its modules were grouped into subpackages, its flat module ``flat_name`` (default:
+    the last part of ``name``, ``search``)."""
+    try:
+        return importlib.import_module(f"{package}.{name}")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"{package}.{flat_name or name.rpartition('.')[2]}")
+
+
 def our_runner(
     model, precision: str, forced: int | None, package: str = "transformer_core"
 ) -> Callable[[Batches], list]:
     """Decode batches with our beam search in ``precision``, as ``translate`` does; the search
     and its settings from ``package`` (another version's, imported under another name:
     ``bench.bench_paired``)."""
-    device, search, settings = (
-        importlib.import_module(f"{package}.{name}") for name in ("device", "search", "settings")
+    inference, search, settings = (
+        package_module(package, name, flat)
+        for name, flat in (
+            ("decoding.inference", "device"),
+            ("decoding.search", None),
+            ("settings", None),
+        )
     )
     autocast = torch.bfloat16 if precision == "bf16" else None
-    decoder = device.inference_model(model, autocast, int8=precision == "int8")
+    decoder = inference.inference_model(model, autocast, int8=precision == "int8")
     cfg = model.cfg
+    # The beam's field: ``beam``, or ``beam_size`` in a version from before its rename.
+    fields = {f.name for f in dataclasses.fields(settings.DecodeOptions)}
+    beam = {"beam" if "beam" in fields else "beam_size": BEAM}
     if forced:  # min_len blocks EOS until then
         options = settings.DecodeOptions(
-            beam_size=BEAM, alpha=ALPHA, max_len_a=0.0, max_len_b=forced, min_len=forced
+            **beam, alpha=ALPHA, max_len_a=0.0, max_len_b=forced, min_len=forced
         )
     else:
-        options = settings.DecodeOptions(
-            beam_size=BEAM, alpha=ALPHA, max_len_a=1.0, max_len_b=EXTRA_LENGTH
-        )
+        options = settings.DecodeOptions(**beam, alpha=ALPHA, max_len_a=1.0, max_len_b=EXTRA_LENGTH)
 
     def run(batches: Batches) -> list[list[int]]:
         outputs = []
@@ -175,7 +193,7 @@ def sorted_batches(sources: list[list[int]], size: int) -> tuple[Batches, list[i
 def bench_multi30k(args, folder: Path) -> dict:
     import sacrebleu
 
-    from transformer_core.translate import load_translation_model
+    from transformer_core.decoding.translate import load_translation_model
 
     model, sp = load_translation_model(args.checkpoint, args.spm, torch.device("cpu"))
     pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
@@ -243,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=2, help="timed runs per engine (default 2)")
     parser.add_argument("--no-marian", action="store_true", help="leave HF Marian out")
     parser.add_argument("--only", choices=["multi30k", "base"], help="one benchmark group")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "ctranslate2.json"))
+    parser.add_argument("--out", default=str(result_path("decode_beside_ctranslate2")))
     args = parser.parse_args(argv)
     import ctranslate2
 

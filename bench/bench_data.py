@@ -12,7 +12,7 @@
 
 Usage, from the repository root (``bench`` is a package):
 python -m bench.bench_data [--quick] [--workers N] [--shared-data DIR] [--out FILE.json]
-(default output: bench/results/bench_data.json, git-ignored)
+(default output: bench/results/HARDWARE/data_stage.json)
 ``--quick`` uses slices (seconds instead of minutes) to check the benchmark runs.
 Needs ../shared/data (or --shared-data / TRANSFORMER_CORE_SHARED_DATA).
 """
@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.hardware import result_path
 from bench.shared_data import SHARED_DATA
 from transformer_core.data import bpe
 from transformer_core.data.binarized import binarize
@@ -132,7 +133,7 @@ def main() -> int:
         default=SHARED_DATA,
     )
     parser.add_argument("--workers", type=int, default=1, help="prepare worker processes")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "bench_data.json")
+    parser.add_argument("--out", type=Path, default=result_path("data_stage"))
     args = parser.parse_args()
     data = args.shared_data
     if not (data / "multi30k" / "train.en.gz").is_file():

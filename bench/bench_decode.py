@@ -25,7 +25,7 @@ Run from the repository root (``bench`` is a package):
 
     python -m bench.bench_decode                 # full measurement, about 1 minute on 2 CPU threads
     python -m bench.bench_decode --quick         # one run per side, a smoke check
-Writes bench/results/decode.json (or --out).
+Writes bench/results/HARDWARE/decode_beside_marian.json (or --out).
 """
 
 from __future__ import annotations
@@ -42,14 +42,16 @@ from pathlib import Path
 
 import torch
 
+from bench.hardware import result_path
 from bench.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
 from bench.shared_data import SHARED_DATA
-from transformer_core.config import ModelConfig
-from transformer_core.device import cpu_has_native_bf16, inference_model
-from transformer_core.model import Transformer
-from transformer_core.search import beam_search_nbest
+from transformer_core.decoding.inference import inference_model
+from transformer_core.decoding.search import beam_search_nbest
+from transformer_core.decoding.translate import translate_ids
+from transformer_core.device import cpu_has_native_bf16
+from transformer_core.model.config import ModelConfig
+from transformer_core.model.transformer import Transformer
 from transformer_core.settings import DecodeOptions
-from transformer_core.translate import translate_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,7 +140,7 @@ def run_ours_fn(ours: Transformer, src: torch.Tensor, precision: str):
             hyps = beam_search_nbest(
                 model,
                 src,
-                beam_size=BEAM,
+                beam=BEAM,
                 alpha=0.6,
                 max_len_a=0.0,
                 max_len_b=OUT_LEN,
@@ -234,7 +236,7 @@ def bench_file_decoding(
     until then), after a warm-up on their first 64."""
     model = our_model(shape).to(device)
     # Outputs as long as their sources: max length = 1 * (pieces + EOS) - 1, EOS suppressed.
-    options = DecodeOptions(beam_size=BEAM, alpha=0.6, max_len_a=1.0, max_len_b=-1, min_len=10**6)
+    options = DecodeOptions(beam=BEAM, alpha=0.6, max_len_a=1.0, max_len_b=-1, min_len=10**6)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     start = time.perf_counter()
     translate_ids(model, sources[:64], options, max_tokens, autocast=autocast, compile=compile)
@@ -346,8 +348,12 @@ def main(argv: list[str] | None = None) -> int:
         help="newstest2014 sources to decode (default: all)",
     )
     parser.add_argument("--gpu-only", action="store_true", help="skip the CPU section")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "decode.json"))
+    parser.add_argument(
+        "--out", default=None, help="default: bench/results/HARDWARE/decode_beside_marian.json"
+    )
     args = parser.parse_args(argv)
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # the GPU part runs where there is one
+    args.out = args.out or result_path("decode_beside_marian", device)
     torch.set_num_threads(args.threads)
     repeats = 1 if args.quick else 3
     precisions = chosen_precisions(args)

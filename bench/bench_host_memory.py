@@ -10,7 +10,7 @@ minor page faults and the CPU time (kernel and user, all threads) per timed step
 wall clock varies from round to round. Rounds alternate the two settings so that a noisy
 machine slows both alike; the medians are reported.
 
-    python -m bench.bench_host_memory      # writes bench/results/host_memory.json
+    python -m bench.bench_host_memory      # writes bench/results/HARDWARE/training_freed_memory.json
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ import torch
 
 from bench.bench_checks import cpu_model
 from bench.bench_train import SHAPES, Ours, synthetic_corpus
-from transformer_core.config import model_config
+from bench.hardware import result_path
 from transformer_core.device import cpu_has_native_bf16
-from transformer_core.host_memory import keep_freed_memory
+from transformer_core.model.config import model_config
+from transformer_core.training.host_memory import keep_freed_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKENS_PER_STEP = 2000
@@ -79,7 +80,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--child", choices=SETTINGS, help=argparse.SUPPRESS)
-    parser.add_argument("--out", default=str(ROOT / "bench/results/host_memory.json"))
+    parser.add_argument("--out", default=str(result_path("training_freed_memory")))
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure(args.child, args.threads, args.warmup, args.steps)))

@@ -17,14 +17,13 @@ With ``--checkpoint``: the sentences of ``--source`` sorted by length, in batche
 (``b32``) or in ``translate``'s 4,096-token batches (``tok4096``). Without: ``--shape``
 (``bench_decode.SHAPES``) with random weights and ``bench_ctranslate2``'s 200 random sources,
 every output forced to 30 tokens. Beam 4, alpha 0.6, maximum length source + 50, as
-``bench_ctranslate2``. Writes bench/results/paired.json (or ``--out``).
+``bench_ctranslate2``. Writes bench/results/HARDWARE/decode_paired_versions.json (or ``--out``).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import io
 import json
 import re
@@ -39,8 +38,16 @@ from pathlib import Path
 import torch
 
 from bench.bench_checks import cpu_model
-from bench.bench_ctranslate2 import BASE_LENGTH, BATCH, Batches, base_batches, our_runner
+from bench.bench_ctranslate2 import (
+    BASE_LENGTH,
+    BATCH,
+    Batches,
+    base_batches,
+    our_runner,
+    package_module,
+)
 from bench.bench_decode import SHAPES
+from bench.hardware import result_path
 from transformer_core.errors import UserError
 from transformer_core.files import atomic_write_text, check_input_file
 
@@ -78,11 +85,11 @@ def extract_package(revision: str, into: Path, name: str = OLD) -> str:
 
 def models(args) -> tuple[torch.nn.Module, torch.nn.Module, Batches]:
     """The model of each version (new, old), the same weights, and the batches to decode."""
-    import transformer_core.model as new_model
+    import transformer_core.model.transformer as new_model
 
-    old_model = importlib.import_module(f"{OLD}.model")
+    old_model = package_module(OLD, "model.transformer", "model")
     if args.checkpoint:
-        from transformer_core.translate import load_translation_model, make_batches
+        from transformer_core.decoding.translate import load_translation_model, make_batches
 
         new, sp = load_translation_model(args.checkpoint, args.spm, torch.device("cpu"))
         lines = Path(args.source).read_text(encoding="utf-8").splitlines()
@@ -94,12 +101,12 @@ def models(args) -> tuple[torch.nn.Module, torch.nn.Module, Batches]:
             groups = make_batches([len(s) + 1 for s in sources], 4096)
         batches = [[sources[i] for i in group] for group in groups]
     else:
-        from transformer_core.config import ModelConfig
+        from transformer_core.model.config import ModelConfig
 
         torch.manual_seed(0)
         new = new_model.Transformer(ModelConfig(dropout=0.0, **SHAPES[args.shape])).eval()
         batches = base_batches(new.cfg.vocab_size)
-    old_config = importlib.import_module(f"{OLD}.config").ModelConfig
+    old_config = package_module(OLD, "model.config", "config").ModelConfig
     known = {field.name for field in dataclasses.fields(old_config)}  # fields the old version has
     old = old_model.Transformer(
         old_config(**{k: v for k, v in new.cfg.to_dict().items() if k in known})
@@ -135,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", choices=sorted(SHAPES), default="base", help="no --checkpoint")
     parser.add_argument("--precision", choices=["fp32", "bf16", "int8"], default="fp32")
     parser.add_argument("--rounds", type=int, default=6, help="timed runs of each (default 6)")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "paired.json"))
+    parser.add_argument("--out", default=str(result_path("decode_paired_versions")))
     args = parser.parse_args(argv)
     if args.checkpoint and not (args.spm and args.source):
         parser.error("--checkpoint needs --spm and --source")

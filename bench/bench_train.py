@@ -21,7 +21,7 @@ GPU (when CUDA exists): our trainer's target tokens per second for base and
 big in bf16 autocast at 25,000 target tokens per step (2 micro-batches of
 12,500), 50 timed steps after 10 of warm-up, eager and compiled
 (``--gpu-compile off on``), and MFU = analytic training FLOPs per second
-(``transformer_core.flops``) / the device's dense bf16 peak; then 5 steps under
+(``transformer_core.training.flops``) / the device's dense bf16 peak; then 5 steps under
 torch.profiler: the share of the time the GPU sat idle, and the top 10 kernels.
 ``--gpu-only`` skips the CPU section.
 
@@ -30,7 +30,7 @@ Run from the repository root (``bench`` is a package):
     python -m bench.bench_train                 # the real measurement (minutes on a 2-core CPU)
     python -m bench.bench_train --quick         # a short check that everything runs
 
-Writes bench/results/train.json.
+Writes bench/results/HARDWARE/train_speed.json (or --out).
 """
 
 from __future__ import annotations
@@ -44,22 +44,17 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 
+from bench.hardware import result_path
 from bench.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
-from transformer_core.config import model_config
+from bench.train_runners import Ours, Peer, synthetic_corpus
 from transformer_core.data.batching import TokenBucketSampler, collate
-from transformer_core.data.binarized import BinarizedWriter
-from transformer_core.data.dataset import ParallelDataset
+from transformer_core.data.token_counts import TokenCounts
 from transformer_core.device import cpu_has_native_bf16
-from transformer_core.distributed import DistContext
-from transformer_core.flops import TokenCounts, device_spec, training_flops
-from transformer_core.model import count_parameters
-from transformer_core.settings import TrainConfig
-from transformer_core.train import device_name
-from transformer_core.trainer import Trainer
+from transformer_core.model.config import model_config
+from transformer_core.training.flops import device_spec, training_flops
+from transformer_core.training.session import device_name
 
 SHAPES = {
     "tiny": {
@@ -91,103 +86,6 @@ PLAN = {
     "base": (3, 2, 1),
 }  # rounds, steps per round, warm-up steps
 QUICK = (1, 1, 1)
-
-
-def synthetic_corpus(
-    prefix: Path, vocab_size: int, sentences: int, seed: int = 0
-) -> ParallelDataset:
-    """Random ids with WMT-like lengths (log-normal around 22 word pieces, 3..80)."""
-    rng = np.random.default_rng(seed)
-    src_lens = np.clip(np.round(rng.lognormal(np.log(22), 0.5, sentences)), 3, 80).astype(int)
-    tgt_lens = np.clip(np.round(src_lens * rng.normal(1.05, 0.1, sentences)), 3, 80).astype(int)
-    with BinarizedWriter(prefix, vocab_size) as writer:
-        for s, t in zip(src_lens, tgt_lens, strict=True):
-            writer.add(
-                rng.integers(4, vocab_size, s).tolist(), rng.integers(4, vocab_size, t).tolist()
-            )
-    return ParallelDataset(prefix)
-
-
-class Ours:
-    """Our Trainer: one ``train_step`` is a full optimizer step (data collation included)."""
-
-    def __init__(self, cfg, dataset, device, precision, max_tokens, tokens_per_step, compile="off"):
-        ctx = DistContext(0, 0, 1, device, owns_group=False)
-        train_cfg = TrainConfig(
-            max_tokens=max_tokens,
-            tokens_per_step=tokens_per_step,
-            precision=precision,
-            warmup=4000,
-            compile=compile,
-        )
-        self.trainer = Trainer(cfg, train_cfg, ctx, dataset)
-        self.params = count_parameters(self.trainer.model)
-
-    def step(self) -> int:
-        return self.trainer.train_step().tgt_tokens
-
-
-class Peer:
-    """Hugging Face MarianMTModel of the same shape, the same loss and optimizer, pre-collated batches."""
-
-    def __init__(self, cfg, batches, device, autocast):
-        from transformers import MarianConfig, MarianMTModel
-
-        torch.manual_seed(0)
-        config = MarianConfig(
-            vocab_size=cfg.vocab_size,
-            d_model=cfg.d_model,
-            encoder_layers=cfg.encoder_layers,
-            decoder_layers=cfg.decoder_layers,
-            encoder_attention_heads=cfg.h,
-            decoder_attention_heads=cfg.h,
-            encoder_ffn_dim=cfg.d_ff,
-            decoder_ffn_dim=cfg.d_ff,
-            activation_function="relu",
-            dropout=cfg.dropout,
-            attention_dropout=0.0,
-            activation_dropout=0.0,
-            max_position_embeddings=cfg.max_positions,
-            scale_embedding=True,
-            pad_token_id=cfg.pad_id,
-            eos_token_id=cfg.eos_id,
-            decoder_start_token_id=cfg.bos_id,
-            share_encoder_decoder_embeddings=True,
-            tie_word_embeddings=True,
-        )
-        self.model = MarianMTModel(config).to(device).train()
-        self.params = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
-        fused = {"fused": True} if device.type in ("cpu", "cuda") else {}
-        self.optimizer = torch.optim.Adam(
-            [p for p in self.model.parameters() if p.requires_grad],
-            lr=1e-4,
-            betas=(0.9, 0.98),
-            eps=1e-9,
-            **fused,
-        )
-        self.batches, self.device, self.autocast, self.i = batches, device, autocast, 0
-        self.eps, self.pad = cfg.label_smoothing, cfg.pad_id
-
-    def step(self) -> int:
-        batch = self.batches[self.i % len(self.batches)]
-        self.i += 1
-        src, tgt_in, tgt_out = (t.to(self.device) for t in (batch.src, batch.tgt_in, batch.tgt_out))
-        labels = tgt_out.masked_fill(tgt_out == self.pad, -100)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
-            logits = self.model(
-                input_ids=src, attention_mask=src != self.pad, decoder_input_ids=tgt_in
-            ).logits
-            loss = F.cross_entropy(
-                logits.float().view(-1, logits.size(-1)),
-                labels.view(-1),
-                ignore_index=-100,
-                label_smoothing=self.eps,
-                reduction="sum",
-            )
-        (loss / batch.tgt_tokens).backward()
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return batch.tgt_tokens
 
 
 def timed(runner, steps: int, device: torch.device) -> tuple[int, float]:
@@ -401,8 +299,12 @@ def main() -> int:
         default=5,
         help="steps of each GPU variant under torch.profiler after the timed ones (0: none)",
     )
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "train.json"))
+    parser.add_argument(
+        "--out", default=None, help="default: bench/results/HARDWARE/train_speed.json"
+    )
     args = parser.parse_args()
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # the GPU part runs where there is one
+    args.out = args.out or result_path("train_speed", device)
     torch.set_num_threads(args.threads)
     precisions = [] if args.gpu_only else chosen_precisions(args)
     result = {

@@ -10,7 +10,7 @@
 #   .gpu/before/ the previous commit's tree, for the part "before"
 # and writes its logs and JSON results under $OUT (default: gpu_out/).
 #
-#   tests     pytest -m gpu (tests/test_gpu.py)
+#   tests     pytest -m gpu (tests/commands/test_gpu.py)
 #   train     bench.bench_train's GPU section: base and big, eager and compiled, profiled
 #   decode    bench.bench_decode's GPU section on newstest2014: bf16 and fp32, variants
 #   workflow  config/multi30k.yaml run whole by Snakemake from a fresh clone of HEAD
@@ -43,7 +43,7 @@ for part in "$@"; do
     start=$(date +%s)
     case $part in
     tests)
-        python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/tests.log"
+        python3 -m pytest -q -m gpu tests/commands/test_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/tests.log"
         ;;
     train)
         python3 -m bench.bench_train --gpu-only --gpu-compile off on --gpu-steps 50 \

@@ -17,7 +17,7 @@ the workflow uses (``transformer-core treebank nltk``: the last 20 files test, t
 NLTK is not a project dependency: ``pip install nltk`` first.
 
     python -m bench.pcfg_baseline --split dev --horz-markov 1 --vert-markov 0
-    python -m bench.pcfg_baseline --split test --out bench/results/pcfg_baseline_test.json
+    python -m bench.pcfg_baseline --split test --out bench/results/HARDWARE/table4_pcfg_baseline/test_h1_v1.json
 """
 
 from __future__ import annotations

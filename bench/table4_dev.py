@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from bench.bench_checks import cpu_model
+from bench.hardware import result_path
 from bench.shared_data import SHARED_DATA
 from transformer_core.errors import UserError
 from transformer_core.parsing.corpora import read_nltk_sample
@@ -138,7 +139,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("name", help="the variant's folder under --work")
     parser.add_argument("--work", type=Path, default=Path("table4_dev"))
-    parser.add_argument("--out", type=Path, default=Path("bench/results/table4_dev.jsonl"))
+    parser.add_argument(
+        "--out", type=Path, help="default: bench/results/HARDWARE/table4_dev_ablation.jsonl"
+    )
     parser.add_argument("--zip", type=Path, default=SHARED_DATA / "ptb" / "nltk_treebank.zip")
     parser.add_argument("--from", dest="source", help="decode this variant's run again")
     parser.add_argument(
@@ -178,6 +181,7 @@ def main() -> None:
     )
     parser.add_argument("--train-only", action="store_true", help="train, decode nothing")
     args = parser.parse_args()
+    args.out = args.out or result_path("table4_dev_ablation", args.device, ".jsonl")
 
     out = args.work / args.name
     out.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,6 @@ a checkpoint's config) passes its differences from ``TINY_SHAPE`` as overrides, 
 still reads where it is used.
 """
 
-import atexit
 import io
 import os
 import shutil
@@ -26,14 +25,19 @@ import sentencepiece as spm
 import torch
 import yaml
 
-from transformer_core.config import ModelConfig
-from transformer_core.model import Transformer
+from transformer_core.model.config import ModelConfig
+from transformer_core.model.transformer import Transformer
 
-# Each test session compiles into an inductor cache of its own: the cache's keys leave out the
-# ATen and oneDNN capabilities, so code compiled by a session that imitates another CPU kind
-# (docs/tests.md), or by one that does not, would be loaded by the other and compute NaNs.
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="torchinductor-tests-")
-atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], ignore_errors=True)
+# Inductor's cache keys leave out the ATen and oneDNN capabilities, so code compiled by a session
+# that imitates another CPU kind (docs/tests.md), or by one that does not, would be loaded by the
+# other and compute NaNs: each kind of kernels compiles into a cache of its own.
+INDUCTOR_KIND = "-".join(
+    [torch.__version__, torch.backends.cpu.get_cpu_capability()]
+    + [os.environ.get(name, "all") for name in ("ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")]
+)
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(
+    Path(tempfile.gettempdir()) / f"torchinductor-tests-{INDUCTOR_KIND}".replace("+", "_")
+)
 
 # Milliseconds a forward pass on a 2-core CPU, yet every part there: two layers a side, several
 # heads, h * d_k == d_model. No dropout, so train mode is deterministic too; 64 positions cover

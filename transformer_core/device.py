@@ -9,15 +9,13 @@ Elsewhere ``auto`` is fp32, and ``fp32`` always restores exact fp32 math.
 
 from __future__ import annotations
 
-import copy
 from functools import cache
 from pathlib import Path
 
 import torch
-from torch import nn
 
-from transformer_core.config import AUTO, COMPILE_MODES, DEVICES, PRECISIONS
 from transformer_core.errors import UserError
+from transformer_core.settings import AUTO, COMPILE_MODES, DEVICES, PRECISIONS, RuntimeSettings
 
 
 def resolve_device(name: str = AUTO, local_rank: int = 0) -> torch.device:
@@ -137,60 +135,10 @@ def cpu_threads() -> str:
     return f"{count} CPU thread{'s' if count > 1 else ''}"
 
 
-def setup_device(
-    device: str, precision: str, num_threads: int | None
-) -> tuple[torch.device, torch.dtype | None]:
-    """Apply --num-threads, then resolve --device and --precision (see add_device_arguments)."""
-    if num_threads is not None:
-        if num_threads < 1:
-            raise UserError(f"--num-threads must be at least 1, got {num_threads}")
-        torch.set_num_threads(num_threads)
-    resolved = resolve_device(device)
+def setup_device(runtime: RuntimeSettings) -> tuple[torch.device, torch.dtype | None]:
+    """Apply ``runtime``'s --num-threads, then resolve its --device and --precision."""
+    if runtime.num_threads is not None:
+        torch.set_num_threads(runtime.num_threads)
+    resolved = resolve_device(runtime.device)
     choose_attention_backends(resolved)
-    return resolved, autocast_dtype(resolved, precision)
-
-
-def inference_model(
-    model: nn.Module, autocast: torch.dtype | None, compile: bool = False, int8: bool = False
-) -> nn.Module:
-    """The model to decode with under ``autocast``: for bf16, a copy whose matrices are bf16;
-    with ``int8``, a copy whose matrix products are dynamic int8 (``quantize.int8_model``, CPUs,
-    no autocast); with ``compile``, a copy whose encoder and decoder steps are compiled. On a
-    CPU, without ``int8`` or ``compile``, the copy's matrices are also packed by oneDNN
-    (``packed.pack_linears``) where that is faster (``packed.worth_packing``), fp32 included.
-
-    Autocast casts every fp32 weight to bf16 again at every call it makes; in beam
-    search, one call per layer per output token, that copying took 39% of the decoding
-    time of the base model on a CPU. Casting the weights of the Linear and Embedding
-    modules once gives autocast's own arithmetic (it computes those products in bf16
-    anyway) without the copies. Layer norms keep fp32 weights and autocast runs them in
-    fp32; the embedding lookups (tokens, and learned positions) are the only values
-    rounded to bf16 earlier than under autocast alone.
-
-    Compilation (``torch.compile``, dynamic shapes) covers ``encode`` and each decoder
-    layer's ``attend_and_transform``, everything of a step but the cache updates. The
-    caller's model is left as it is (fp32, for training or another decode).
-    """
-    from transformer_core.packed import pack_linears, worth_packing
-
-    pack = not int8 and not compile and worth_packing(model)
-    if autocast is None and not compile and not int8 and not pack:
-        return model
-    if int8:
-        from transformer_core.quantize import check_int8_device, int8_model
-
-        check_int8_device(next(model.parameters()).device, autocast)
-        copied = int8_model(model)
-    else:
-        copied = copy.deepcopy(model)
-    if autocast is not None:
-        for module in copied.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                module.to(autocast)
-    if pack:
-        pack_linears(copied)
-    if compile:
-        copied.encode = torch.compile(copied.encode, dynamic=True)
-        for layer in copied.decoder_layers:
-            layer.attend_and_transform = torch.compile(layer.attend_and_transform, dynamic=True)
-    return copied
+    return resolved, autocast_dtype(resolved, runtime.precision)

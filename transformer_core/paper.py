@@ -1,7 +1,7 @@
 """The paper's reported numbers (Tables 2, 3 and 4), as data.
 
 These are the targets the pipeline's tables put beside our own results. Values
-are copied from SPEC.md section 1 (the arXiv v5 text); ``None`` marks a cell
+are the paper's (its arXiv v5 text; docs/recipe.md); ``None`` marks a cell
 the paper leaves empty.
 """
 

@@ -1,12 +1,14 @@
 """The settings dataclasses whose fields declare their own command-line flags.
 
-One declaration per setting: each field of ``TrainConfig`` (the training recipe),
-``DecodeOptions`` (the search) and the data stage's ``PrepareSettings`` (normalizing and
-filtering a corpus), ``SentencePieceSettings`` (the BPE model) and ``TreebankSettings`` (the
-trees' linearization) carries its default, its flag, its help and, where it has them, its
-type and choices (``option``). The commands make their flags from these fields
-(``commands.add_option``), the workflow its arguments (``command_flags``), and the tests
-hold the workflow's JSON schema to them key by key (``tests/test_config.py``). Here, apart
+One declaration per setting: each field of ``RuntimeSettings`` (where and how a model runs:
+device, precision, compilation, threads), ``InferenceSettings`` (those, and the tokens of a
+decoding batch), ``TrainConfig`` (the training recipe, and its runtime), ``DecodeOptions``
+(the search) and the data stage's ``PrepareSettings`` (normalizing and filtering a corpus),
+``SentencePieceSettings`` (the BPE model) and ``TreebankSettings`` (the trees'
+linearization) carries its default, its flag, its help and, where it has them, its type and
+choices (``option``). The commands make their flags from these fields
+(``commands.add_options``), the workflow its arguments (``command_flags``), and the tests
+hold the workflow's JSON schema to them key by key (``tests/unit/test_config.py``). Here, apart
 from torch, so that ``transformer-core --help`` stays fast.
 """
 
@@ -17,18 +19,23 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformer_core.config import (
-    AUTO,
-    COMPILE_MODES,
-    DEVICES,
-    PRECISIONS,
-    SPM_SAMPLE_SIZE,
-    experiment,
-    require_choice,
-    require_positive_integers,
-)
 from transformer_core.errors import ConfigError, UserError
+from transformer_core.model.config import experiment, require_choice, require_positive_integers
 from transformer_core.parsing.trees import LINEARIZATIONS
+
+# "Let the hardware decide": the default of the device, precision and compile settings, and
+# of the workflow's thread counts; each setting's module says what it decides.
+AUTO = "auto"
+DEVICES = (AUTO, "cpu", "cuda")  # device.resolve_device says what each means
+PRECISIONS = (AUTO, "fp32", "bf16")  # device.autocast_dtype says what each means
+COMPILE_MODES = (AUTO, "on", "off")  # device.use_compile says what each means
+QUANTIZE_MODES = ("off", "int8")  # translate --quantize: quantize.int8_model
+# transformer-core export: the engines, and the CPU weight types of CTranslate2's converter
+# (int8 and int16 quantize the matrices, activations are quantized at run time).
+EXPORT_FORMATS = ("ctranslate2",)
+EXPORT_QUANTIZATIONS = ("float32", "int8", "int16")
+INFERENCE_MAX_TOKENS = 4096  # tokens per batch of decoding and of `ppl`: speed and memory only
+SPM_SAMPLE_SIZE = 10_000_000  # lines sentencepiece trains on at most (bounds its memory)
 
 SEEDS = 2**32  # a seed is an integer from 0 to 2^32-1: numpy's and sacreBLEU's range
 
@@ -48,10 +55,11 @@ def parse_seed(text: str) -> int:
 def option(default: Any, flag: str | None, help: str, **extra: Any) -> Any:
     """A field of a settings dataclass (this module's): its default and, where it has one,
     its command-line flag and help. The commands make their flags from these fields
-    (``commands.add_option``; a boolean is ``--flag`` / ``--no-flag``) and the workflow its arguments
-    (``command_flags``); the config key is the flag's name in snake case unless ``config``
-    names another. ``extra``: argparse's ``type``, ``choices``, ``metavar``, and ``unset``, the
-    help's words for a default of None."""
+    (``commands.add_options``; a boolean is ``--flag`` / ``--no-flag``) and the workflow its
+    arguments (``command_flags``); the config key is the flag's name in snake case unless
+    ``config`` names another, or is False: a flag the workflow sets from elsewhere (a job's
+    threads and GPUs). ``extra``: argparse's ``type``, ``choices``, ``metavar``, and
+    ``unset``, the help's words for a default of None."""
     return field(default=default, metadata={"flag": flag, "help": help, **extra})
 
 
@@ -60,28 +68,107 @@ def flagged_fields(cls: type) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(cls) if f.metadata.get("flag")]
 
 
-def config_key(f: dataclasses.Field) -> str:
-    """The workflow's config key of a flagged field: ``--max-len-a`` is ``max_len_a``."""
+def config_key(f: dataclasses.Field) -> str | None:
+    """The workflow's config key of a flagged field: ``--max-len-a`` is ``max_len_a``; None for
+    a flag without one (``option(config=False)``)."""
+    if f.metadata.get("config") is False:
+        return None
     return f.metadata.get("config") or f.metadata["flag"].removeprefix("--").replace("-", "_")
+
+
+def config_fields(cls: type) -> list[dataclasses.Field]:
+    """The flagged fields of ``cls`` that the workflow's configuration sets, in order."""
+    return [f for f in flagged_fields(cls) if config_key(f) is not None]
 
 
 def command_flags(cls: type, settings: dict[str, Any]) -> list[str]:
     """``settings`` (config keys -> values) as the flags of ``cls``'s command: each key that
     names a flagged field of ``cls`` and is not None, as ``--flag value`` (a boolean as
-    ``--flag`` or ``--no-flag``), in field order."""
+    ``--flag`` or ``--no-flag``, or as ``on`` / ``off`` for a field of words: YAML reads an
+    unquoted ``compile: on`` as true), in field order."""
     flags: list[str] = []
-    for f in flagged_fields(cls):
+    for f in config_fields(cls):
         value = settings.get(config_key(f))
-        if isinstance(value, bool):
+        if isinstance(value, bool) and isinstance(f.default, bool):
             flags.append(("--" if value else "--no-") + f.metadata["flag"].removeprefix("--"))
+        elif isinstance(value, bool):
+            flags += [f.metadata["flag"], "on" if value else "off"]
         elif value is not None:
             flags += [f.metadata["flag"], str(value)]
     return flags
 
 
+def require_flag_positive(settings: Any, name: str, optional: bool = False) -> None:
+    """A ConfigError naming the flag of field ``name`` of ``settings`` when it is not a positive
+    integer (None passes where ``optional``): these fields come from the command line."""
+    value = getattr(settings, name)
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {value!r}")
+
+
+PRECISION_HELP = (
+    "auto: bf16 autocast where the device computes bf16 natively (CUDA GPUs with bf16, CPUs "
+    "with AVX512-BF16 or AMX), fp32 elsewhere; fp32: exact fp32; bf16: bf16 autocast, an error "
+    "where it is not native. Master weights, the loss, the optimizer and search scores stay fp32"
+)
+
+
 @dataclass(frozen=True)
-class TrainConfig:
-    """The training recipe (paper section 5) and the run's bookkeeping.
+class RuntimeSettings:
+    """Where and how a command runs its model: device, numeric precision, compilation and CPU
+    threads. Hardware choices, not the recipe: each leaves what is computed the same up to
+    rounding (docs/bf16.md, docs/gpu.md). ``section`` names the configuration's section in
+    errors."""
+
+    device: str = option(
+        AUTO, "--device", "auto (CUDA if present), cpu or cuda", choices=DEVICES, config=False
+    )
+    precision: str = option(AUTO, "--precision", PRECISION_HELP, choices=PRECISIONS)
+    compile: str = option(
+        AUTO,
+        "--compile",
+        "torch.compile the model (training: the encoder and decoder stacks, the fused loss stays "
+        "eager; decoding: the encoder and the decoder's steps): on, off, or auto, where it was "
+        "measured faster (docs/gpu.md, 'Compilation'); the first batches of new shapes pay the "
+        "compilation",
+        choices=COMPILE_MODES,
+    )
+    num_threads: int | None = option(
+        None, "--num-threads", "CPU threads for torch", type=int, unset="torch's choice",
+        config=False,
+    )  # fmt: skip
+
+    section = "runtime"
+
+    def __post_init__(self) -> None:
+        require_flag_positive(self, "num_threads", optional=True)
+        require_choice(self, self.section, "precision", PRECISIONS)
+        require_choice(self, self.section, "compile", COMPILE_MODES)
+        require_choice(self, self.section, "device", DEVICES)
+
+
+@dataclass(frozen=True)
+class InferenceSettings(RuntimeSettings):
+    """A decoding or scoring command's runtime: ``RuntimeSettings`` and the tokens of a batch
+    (speed and memory only: batches never change a result beyond rounding)."""
+
+    max_tokens: int = option(
+        INFERENCE_MAX_TOKENS, "--max-tokens", "source tokens per batch, padding included"
+    )
+
+    section = "decode"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_flag_positive(self, "max_tokens")
+
+
+@dataclass(frozen=True)
+class TrainConfig(RuntimeSettings):
+    """The training recipe (paper section 5), the run's bookkeeping, and where it runs
+    (``RuntimeSettings``).
 
     ``tokens_per_step`` is the number of *target* tokens per optimizer step,
     summed over all devices (the paper: about 25000, with as many source
@@ -124,7 +211,7 @@ class TrainConfig:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.98
     adam_eps: float = 1e-9
-    # SPEC.md: ~10 minutes of the paper's base run; 600 for big.
+    # About 10 minutes of the paper's base run; 600 for big (docs/recipe.md, checkpoints).
     checkpoint_interval: int = option(
         1500,
         "--checkpoint-interval",
@@ -155,10 +242,6 @@ class TrainConfig:
         1, "--seed", "random seed (rank r uses seed + r for dropout)", type=parse_seed
     )
     log_interval: int = option(100, "--log-interval", "log every L steps", metavar="L")
-    precision: str = AUTO  # auto | fp32 | bf16
-    device: str = AUTO  # auto | cpu | cuda
-    num_threads: int | None = None  # torch CPU threads; None leaves torch's default
-    compile: str = AUTO  # auto | on | off: torch.compile of the model (device.use_compile)
 
     # Settings that change the trajectory: a resumed run must use the same values.
     TRAJECTORY = (
@@ -173,14 +256,16 @@ class TrainConfig:
         "seed",
     )
 
+    section = "train"
+
     def __post_init__(self) -> None:
+        super().__post_init__()
         require_positive_integers(
             self, "train", ("steps", "max_tokens", "tokens_per_step", "warmup",
                             "checkpoint_interval", "keep_last", "log_interval"),
         )  # fmt: skip
-        for name in ("num_threads", "dev_interval"):
-            if getattr(self, name) is not None:
-                require_positive_integers(self, "train", (name,))
+        if self.dev_interval is not None:
+            require_positive_integers(self, "train", ("dev_interval",))
         if (
             isinstance(self.seed, bool)
             or not isinstance(self.seed, int)
@@ -200,9 +285,6 @@ class TrainConfig:
                 raise ConfigError(f"train.{name} must be in [0, 1), got {getattr(self, name)!r}")
         if not self.adam_eps > 0:
             raise ConfigError(f"train.adam_eps must be positive, got {self.adam_eps!r}")
-        require_choice(self, "train", "precision", PRECISIONS)
-        require_choice(self, "train", "compile", COMPILE_MODES)
-        require_choice(self, "train", "device", DEVICES)
 
     @property
     def dev_every(self) -> int:
@@ -304,21 +386,21 @@ class PrepareSettings:
 
 @dataclass(frozen=True)
 class DecodeOptions:
-    """Search settings (``search.py``); the defaults are the paper's translation setup, and the CLI's.
+    """Search settings (``decoding/search.py``); the defaults are the paper's translation setup, and the CLI's.
 
     Here, beside the other configuration dataclasses, so that ``transformer-core --help``
     reads the defaults without importing torch. Each field with a flag is declared once
     here: ``commands.add_decode_arguments`` makes the flags of ``translate`` and
     ``bleu_curve`` from these fields, and the workflow passes its ``decode`` settings (Table
     4's for the parsing runs) through ``decode_flags``; the schema's ``decode`` section is
-    tested against them (``tests/test_config.py``).
+    tested against them (``tests/unit/test_config.py``).
 
     The maximum output length is ``max_len_a * source length + max_len_b``
     (``max_output_lengths``); ``min_len`` forbids EOS before that many real tokens
     (0 for the paper's decoding; benchmarks use it to force equal output lengths).
     """
 
-    beam_size: int = option(4, "--beam", "beam size; 1 is greedy")
+    beam: int = option(4, "--beam", "beam size; 1 is greedy")
     alpha: float = option(0.6, "--alpha", "length penalty ((5+|Y|)/6)^alpha")
     max_len_a: float = option(
         1.0, "--max-len-a", "maximum output length = a * source length + b: a"
@@ -337,12 +419,12 @@ class DecodeOptions:
     min_len: int = option(0, None, "")
 
     def __post_init__(self) -> None:
-        if self.beam_size < 1:
-            raise UserError(f"--beam must be at least 1, got {self.beam_size}")
+        if self.beam < 1:
+            raise UserError(f"--beam must be at least 1, got {self.beam}")
 
 
 # The paper's parsing search (section 6.3): beam 21, alpha 0.3, maximum output length input + 300.
-PARSING_SEARCH = DecodeOptions(beam_size=21, alpha=0.3, max_len_b=300)
+PARSING_SEARCH = DecodeOptions(beam=21, alpha=0.3, max_len_b=300)
 
 
 def decode_fields() -> list[dataclasses.Field]:
@@ -353,6 +435,11 @@ def decode_fields() -> list[dataclasses.Field]:
 def decode_flags(settings: dict[str, Any]) -> list[str]:
     """``settings`` (a config's ``decode`` section) as the search flags of ``translate``."""
     return command_flags(DecodeOptions, settings)
+
+
+def inference_flags(settings: dict[str, Any]) -> list[str]:
+    """``settings`` (a config's ``decode`` section) as the runtime flags of ``translate``."""
+    return command_flags(InferenceSettings, settings)
 
 
 def train_flags(settings: dict[str, Any]) -> list[str]:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A throw-away single-node SLURM cluster on this machine, for checking the
-# workflow's `slurm` profile against a real scheduler (tests/test_slurm.py).
+# workflow's `slurm` profile against a real scheduler (tests/workflow/test_slurm_profile.py).
 #
 #   local_slurm.sh start  [SCRATCH]   install SLURM if absent, start munged, slurmctld, slurmd
 #   local_slurm.sh status [SCRATCH]   daemons and node state; exit 0 when the node takes jobs
@@ -15,7 +15,7 @@
 # slurm.conf that this script did not link is never replaced (exit 5). `start` prints
 # `export SLURM_CONF=...` as its last line for clients started elsewhere.
 #
-# Exit codes (tests/test_slurm.py skips on 3, 4 and 5 and shows the message):
+# Exit codes (tests/workflow/test_slurm_profile.py skips on 3, 4 and 5 and shows the message):
 #   0 done; 2 usage; 3 SLURM absent and cannot be installed (no root, no apt-get,
 #   apt-get failed); 4 installed but the cluster did not come up (not root, another
 #   local cluster still running, or the daemons failed: their logs are quoted); 5 a SLURM

@@ -12,21 +12,8 @@ import argparse
 import dataclasses
 from typing import Any
 
-from transformer_core.config import (
-    AUTO,
-    BASE,
-    COMPILE_MODES,
-    DEVICES,
-    INFERENCE_MAX_TOKENS,
-    PRECISIONS,
-)
-from transformer_core.settings import DecodeOptions, decode_fields, flagged_fields
-
-PRECISION_HELP = (
-    "auto: bf16 autocast where the device computes bf16 natively (CUDA GPUs with bf16, "
-    "CPUs with AVX512-BF16 or AMX), fp32 elsewhere; fp32: exact fp32; bf16: bf16 autocast, "
-    "an error where it is not native"
-)
+from transformer_core.model.config import BASE
+from transformer_core.settings import DecodeOptions, flagged_fields
 
 
 def add_model_files(
@@ -64,75 +51,22 @@ def add_records(
     )  # fmt: skip
 
 
-def add_device_arguments(
-    parser: argparse.ArgumentParser,
-    precision_default: str | None = AUTO,
-    precision_note: str = "",
-) -> None:
-    """--device, --precision and --num-threads of every command that runs a model.
-
-    ``precision_default`` None leaves --device and --precision to the command's
-    config (``train``: TrainConfig), which defaults to auto.
-    """
-    add_device_and_threads(parser, AUTO if precision_default else None)
-    shown = precision_default or AUTO
-    parser.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default=precision_default,
-        help=f"{PRECISION_HELP} (default: {shown}{precision_note})",
-    )
-
-
-def add_device_and_threads(parser: argparse.ArgumentParser, device_default: str | None) -> None:
-    """--device and --num-threads: for every command that runs a model, with or without a
-    --precision (``attention`` always computes in fp32)."""
-    parser.add_argument(
-        "--device",
-        choices=DEVICES,
-        default=device_default,
-        help="auto (CUDA if present), cpu or cuda (default: auto)",
-    )
-    parser.add_argument(
-        "--num-threads",
-        type=int,
-        default=None,
-        help="CPU threads for torch (default: torch's choice)",
-    )
-
-
-def add_inference_arguments(
-    parser: argparse.ArgumentParser,
-    batched: str,
-    mismatch_help: str,
-    precision_default: str,
-    precision_note: str,
-) -> None:
-    """--max-tokens, --allow-vocab-mismatch and the device arguments of the commands that run a checkpoint."""
-    parser.add_argument(
-        "--max-tokens",
-        type=int,
-        default=INFERENCE_MAX_TOKENS,
-        help=f"{batched} per batch, padding included (default: {INFERENCE_MAX_TOKENS})",
-    )
-    parser.add_argument("--allow-vocab-mismatch", action="store_true", help=mismatch_help)
-    add_device_arguments(parser, precision_default, precision_note)
-
-
 def add_option(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     f: dataclasses.Field,
     default: Any,
     shown: str,
+    note: str = "",
 ) -> None:
     """The flag of a flagged settings field (``settings.option``): its type, choices, metavar
-    and help from the field, ``default`` as parsed, ``shown`` as the help's default. A boolean
-    field is a ``--flag`` / ``--no-flag`` pair."""
+    and help from the field, ``default`` as parsed, ``shown`` as the help's default, ``note`` a
+    command's own words after the help. A boolean field is a ``--flag`` / ``--no-flag`` pair."""
     meta = f.metadata
+    help = meta["help"] + note
     if isinstance(f.default, bool):  # --flag / --no-flag
         parser.add_argument(
             meta["flag"], dest=f.name, action=argparse.BooleanOptionalAction, default=default,
-            help=f"{meta['help']} (default: {'on' if default else 'off'})",
+            help=f"{help} (default: {'on' if default else 'off'})",
         )  # fmt: skip
         return
     choices = meta.get("choices")
@@ -144,19 +78,32 @@ def add_option(
         type=meta.get("type", type(f.default)),
         choices=choices,
         default=default,
-        help=f"{meta['help']} (default: {shown})",
+        help=f"{help} (default: {shown})",
     )
 
 
-def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
-    """The flags of settings dataclass ``cls``, one per flagged field, each with its default."""
+def add_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    cls: type,
+    only: tuple[str, ...] | None = None,
+    defaults: dict[str, Any] | None = None,
+    notes: dict[str, str] | None = None,
+) -> None:
+    """The flags of settings dataclass ``cls``, one per flagged field (``only``: just these
+    fields), each with its default or the command's own (``defaults``) and its help, followed
+    by the command's ``notes``."""
+    defaults, notes = defaults or {}, notes or {}
     for f in flagged_fields(cls):
-        add_option(parser, f, f.default, str(f.default))
+        if only is None or f.name in only:
+            default = defaults.get(f.name, f.default)
+            shown = f.metadata.get("unset", "off") if default is None else str(default)
+            add_option(parser, f, default, shown, notes.get(f.name, ""))
 
 
 def flag_values(cls: type, args: argparse.Namespace) -> dict[str, Any]:
-    """The values ``add_option``'s flags of settings dataclass ``cls`` parsed to, by field name."""
-    return {f.name: getattr(args, f.name) for f in flagged_fields(cls)}
+    """The values ``add_options``' flags of settings dataclass ``cls`` parsed to, by field name;
+    a field the command has no flag for (``add_options(only=...)``) keeps its default."""
+    return {f.name: getattr(args, f.name, f.default) for f in flagged_fields(cls)}
 
 
 def add_decode_arguments(
@@ -165,29 +112,17 @@ def add_decode_arguments(
     """The search flags of the commands that decode: one per flagged ``DecodeOptions`` field,
     with its help and its value in ``defaults`` (default: the paper's translation search)."""
     defaults = defaults or DecodeOptions()
-    for f in decode_fields():
-        default = getattr(defaults, f.name)
-        add_option(parser, f, default, "off" if default is None else str(default))
+    add_options(parser, DecodeOptions, defaults=dataclasses.asdict(defaults))
 
 
 def decode_options(args: argparse.Namespace) -> DecodeOptions:
     """The ``DecodeOptions`` of ``add_decode_arguments``'s flags (checks them: ``--beam``)."""
-    return DecodeOptions(**flag_values(DecodeOptions, args))
+    return settings_of(DecodeOptions, args)
 
 
-def add_compile_argument(
-    parser: argparse.ArgumentParser, what: str, default: str | None = AUTO
-) -> None:
-    """--compile of the commands that train or decode (``device.use_compile``); ``default``
-    None leaves it to the command's config (``train``: TrainConfig, auto)."""
-    parser.add_argument(
-        "--compile",
-        choices=COMPILE_MODES,
-        default=default,
-        help=f"torch.compile {what}: on, off, or auto: where it was measured faster "
-        "(docs/gpu.md, 'Compilation'); the first batches of new shapes pay the compilation "
-        "(default: auto)",
-    )
+def settings_of(cls: type, args: argparse.Namespace) -> Any:
+    """The settings dataclass ``cls`` of the flags ``add_options`` made for it (checks them)."""
+    return cls(**flag_values(cls, args))
 
 
 def check_outputs(

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
-from transformer_core.commands import add_device_and_threads, add_model_files
-from transformer_core.config import AUTO
+from transformer_core.commands import add_model_files, add_options, settings_of
+from transformer_core.settings import RuntimeSettings
 
 HELP = "Draw the paper's Figures 3-5: encoder self-attention of a trained model on its example sentences."
 
@@ -31,17 +32,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="draw even if the checkpoint's data was encoded with another sentencepiece model",
     )
-    add_device_and_threads(parser, AUTO)
+    add_options(parser, RuntimeSettings, only=("device", "num_threads"))
 
 
 def run(args: argparse.Namespace) -> int:
-    from transformer_core.attention import encoder_attention, figure_layer
+    from transformer_core.decoding.translate import encode_lines, load_translation_model
     from transformer_core.device import setup_device
     from transformer_core.errors import UserError
-    from transformer_core.figures import draw_figure
     from transformer_core.files import check_input_file, check_output
     from transformer_core.paper import ATTENTION_FIGURES
-    from transformer_core.translate import encode_lines, load_translation_model
+    from transformer_core.tables.attention_maps import encoder_attention, figure_layer
+    from transformer_core.tables.figures import draw_figure
 
     known = {figure.name: figure for figure in ATTENTION_FIGURES}
     for name, path in args.figure:
@@ -49,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--figure {name}: unknown figure; known: {', '.join(known)}")
         check_output(path, "--figure")
     check_input_file(args.spm, "--spm")
-    device, _ = setup_device(args.device, "fp32", args.num_threads)  # weights in fp32, as trained
+    runtime = settings_of(RuntimeSettings, args)  # precision fp32: the weights as trained
+    device, _ = setup_device(dataclasses.replace(runtime, precision="fp32"))
     model, sp = load_translation_model(args.checkpoint, args.spm, device, args.allow_vocab_mismatch)
     layer = figure_layer(len(model.encoder_layers))
     label = args.checkpoint

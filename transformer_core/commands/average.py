@@ -30,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from transformer_core.average import average_files, last_checkpoints
     from transformer_core.errors import UserError
+    from transformer_core.training.average import average_files, last_checkpoints
 
     if args.run_dir is not None:
         if args.last is None:

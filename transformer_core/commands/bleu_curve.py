@@ -6,12 +6,12 @@ import argparse
 import sys
 
 from transformer_core.commands import (
-    add_compile_argument,
     add_decode_arguments,
-    add_inference_arguments,
+    add_options,
     decode_options,
+    settings_of,
 )
-from transformer_core.config import AUTO
+from transformer_core.settings import InferenceSettings
 
 HELP = (
     "Decode the dev set with a run's kept checkpoints and score each: BLEU against training steps."
@@ -33,14 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_decode_arguments(parser)
     parser.add_argument("--out", required=True, help="JSON output: one point per checkpoint")
-    add_inference_arguments(
-        parser,
-        "source tokens",
-        "decode even though the checkpoints record another sentencepiece model than --spm",
-        AUTO,
-        "; scores stay fp32",
+    add_options(parser, InferenceSettings)
+    parser.add_argument(
+        "--allow-vocab-mismatch",
+        action="store_true",
+        help="decode even though the checkpoints record another sentencepiece model than --spm",
     )
-    add_compile_argument(parser, "the encoder and the decoder's steps")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,27 +47,28 @@ def run(args: argparse.Namespace) -> int:
 
     import sentencepiece as spm
 
-    from transformer_core.bleu import read_pair
-    from transformer_core.checkpoint import (
+    from transformer_core.decoding.translate import check_vocabulary, translate_lines
+    from transformer_core.device import setup_device, use_compile
+    from transformer_core.errors import UserError
+    from transformer_core.evaluation.bleu import read_pair
+    from transformer_core.evaluation.curves import bleu_by_step, spaced
+    from transformer_core.files import atomic_write_text, check_output, read_lines
+    from transformer_core.model.checkpoint import (
         check_spm,
         list_checkpoints,
         load_checkpoint,
         model_from_payload,
     )
-    from transformer_core.curves import bleu_by_step, spaced
-    from transformer_core.device import setup_device, use_compile
-    from transformer_core.errors import UserError
-    from transformer_core.files import atomic_write_text, check_output, read_lines
-    from transformer_core.translate import check_vocabulary, translate_lines
 
     options = decode_options(args)
+    runtime = settings_of(InferenceSettings, args)
     check_output(args.out, "--out")
     _, refs = read_pair(args.input, args.ref)  # same line counts, else an error
     checkpoints = spaced(list_checkpoints(Path(args.run_dir) / "checkpoints"), args.checkpoints)
     if not checkpoints:
         raise UserError(f"{args.run_dir}/checkpoints holds no step_*.pt checkpoint")
-    device, autocast = setup_device(args.device, args.precision, args.num_threads)
-    compiled = use_compile(device, args.compile, "decode")
+    device, autocast = setup_device(runtime)
+    compiled = use_compile(device, runtime.compile, "decode")
     try:
         sp = spm.SentencePieceProcessor(model_file=args.spm)
     except (OSError, RuntimeError) as err:
@@ -83,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         check_vocabulary(model, sp, args.spm)
         print(f"decoding {len(lines)} lines with {path}", file=sys.stderr)
         return translate_lines(
-            model, sp, lines, options, args.max_tokens, autocast, args.input, compile=compiled
+            model, sp, lines, options, runtime.max_tokens, autocast, args.input, compile=compiled
         )
 
     points = bleu_by_step(checkpoints, translate, refs, args.lang)

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from transformer_core.commands import add_model_files
-from transformer_core.config import EXPORT_FORMATS, EXPORT_QUANTIZATIONS
+from transformer_core.settings import EXPORT_FORMATS, EXPORT_QUANTIZATIONS
 
 HELP = (
     "Export a checkpoint and its sentencepiece model to a CTranslate2 model folder "
@@ -48,9 +48,13 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from transformer_core.commands import check_outputs
-    from transformer_core.export import check_export_dir, export_ctranslate2, require_ctranslate2
+    from transformer_core.decoding.export import (
+        check_export_dir,
+        export_ctranslate2,
+        require_ctranslate2,
+    )
+    from transformer_core.decoding.translate import load_translation_model
     from transformer_core.files import check_input_file, sha256_of
-    from transformer_core.translate import load_translation_model
 
     require_ctranslate2()  # before the work: a missing extra costs nothing
     check_input_file(args.checkpoint, "--checkpoint")

@@ -33,8 +33,8 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from transformer_core.errors import UserError
-    from transformer_core.flops import paper_run_costs, summary_costs
     from transformer_core.paper import TABLE2, TABLE2_PRESET_ROWS
+    from transformer_core.training.flops import paper_run_costs, summary_costs
 
     reported = {row.model: row.en_de_flops for row in TABLE2}
     rows = []

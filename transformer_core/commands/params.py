@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from transformer_core.errors import ConfigError
-    from transformer_core.params import format_markdown, parameter_table
+    from transformer_core.tables.params import format_markdown, parameter_table
 
     if args.vocab_size < 4:
         raise ConfigError(

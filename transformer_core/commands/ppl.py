@@ -7,8 +7,9 @@ import json
 import math
 import sys
 
-from transformer_core.commands import add_inference_arguments, add_model_files
+from transformer_core.commands import add_model_files, add_options, settings_of
 from transformer_core.errors import UserError
+from transformer_core.settings import InferenceSettings
 
 HELP = "Perplexity per target word piece (no label smoothing) of a checkpoint on a binarized split."
 
@@ -19,35 +20,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--data", required=True, help="binarized split prefix (PREFIX.json, PREFIX.src.bin, ...)"
     )
     parser.add_argument("--out", required=True, help="JSON file to write")
-    add_inference_arguments(
+    add_options(
         parser,
-        "tokens of each side",
-        "score even though the data was encoded with another sentencepiece model "
-        "(sha256) than the checkpoint's training data",
-        "fp32",
-        ": the reported number, and cheap",
+        InferenceSettings,
+        only=("device", "precision", "num_threads", "max_tokens"),
+        defaults={"precision": "fp32"},
+        notes={"precision": "; fp32 is the reported number, and cheap"},
+    )
+    parser.add_argument(
+        "--allow-vocab-mismatch",
+        action="store_true",
+        help="score even though the data was encoded with another sentencepiece model (sha256) "
+        "than the checkpoint's training data",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from transformer_core.checkpoint import (
+    from transformer_core.data.binarized import read_header
+    from transformer_core.device import precision_name, setup_device
+    from transformer_core.evaluation.perplexity import dataset_perplexity
+    from transformer_core.files import atomic_write_text, check_output
+    from transformer_core.model.checkpoint import (
         check_data_fingerprint,
         load_checkpoint,
         model_from_payload,
     )
-    from transformer_core.data.binarized import read_header
-    from transformer_core.device import precision_name, setup_device
-    from transformer_core.files import atomic_write_text, check_output
-    from transformer_core.perplexity import dataset_perplexity
 
+    runtime = settings_of(InferenceSettings, args)
     check_output(args.out, "--out")
-    device, autocast = setup_device(args.device, args.precision, args.num_threads)
+    device, autocast = setup_device(runtime)
     payload = load_checkpoint(args.checkpoint, map_location=device)
     check_data_fingerprint(
         payload, args.checkpoint, read_header(args.data), args.data, args.allow_vocab_mismatch
     )
     model = model_from_payload(payload, args.checkpoint, map_location=device)
-    result = dataset_perplexity(model, args.data, args.max_tokens, autocast)
+    result = dataset_perplexity(model, args.data, runtime.max_tokens, autocast)
     if not math.isfinite(result.perplexity):
         raise UserError(
             f"{args.checkpoint}: perplexity on {args.data} is {result.perplexity} (NLL per token "

@@ -6,11 +6,11 @@ import argparse
 import gzip
 import json
 
-from transformer_core.bleu import score_files
 from transformer_core.errors import UserError
+from transformer_core.evaluation.bleu import score_files
+from transformer_core.evaluation.significance import RESAMPLES, SEED, score_intervals
 from transformer_core.files import atomic_write_text, check_input_file, check_output
 from transformer_core.settings import parse_seed
-from transformer_core.significance import RESAMPLES, SEED, score_intervals
 
 HELP = "BLEU of a detokenized hypothesis file: paper-style (tokenized, ##AT##) and sacreBLEU 13a."
 

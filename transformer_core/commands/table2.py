@@ -35,10 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--out": args.out, "--markdown": args.markdown})
-    from transformer_core.evaluation_sets import datasets_of, paper_labels, table2_notes
     from transformer_core.paper import TABLE2_NOTES
-    from transformer_core.table_markdown import write_table
-    from transformer_core.tables import INTERVAL_NOTES, table2
+    from transformer_core.tables.evaluation_sets import datasets_of, paper_labels, table2_notes
+    from transformer_core.tables.markdown import write_table
+    from transformer_core.tables.translation import INTERVAL_NOTES, table2
 
     results = [
         dict(zip(("model", "pair", "seed", "score", "summary"), r, strict=True))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 from transformer_core.commands import check_outputs
+from transformer_core.evaluation.significance import RESAMPLES, SEED
 from transformer_core.settings import parse_seed
-from transformer_core.significance import RESAMPLES, SEED
 
 HELP = "Assemble Table 3 from per-row CSVs (paper row order) with deltas against base, p-values and a markdown twin."
 
@@ -54,12 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--out": args.out, "--markdown": args.markdown, "--plot": args.plot})
-    from transformer_core.deltas import add_deltas, plot_deltas
     from transformer_core.errors import UserError
-    from transformer_core.evaluation_sets import datasets_of, paper_labels, table3_notes
     from transformer_core.paper import TABLE3_NOTES
-    from transformer_core.table_markdown import write_table
-    from transformer_core.tables import DELTA_NOTES, INTERVAL_NOTES, table3
+    from transformer_core.tables.deltas import add_deltas, plot_deltas
+    from transformer_core.tables.evaluation_sets import datasets_of, paper_labels, table3_notes
+    from transformer_core.tables.markdown import write_table
+    from transformer_core.tables.translation import DELTA_NOTES, INTERVAL_NOTES, table3
 
     table = table3(args.rows)
     if args.hyp:

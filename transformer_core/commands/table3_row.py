@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from transformer_core.commands import add_records, check_outputs
-from transformer_core.config import TABLE3_ROWS
+from transformer_core.model.config import TABLE3_ROWS
 
 HELP = "Write one Table 3 row (hyperparameters, dev PPL and BLEU, parameters) beside the paper's values."
 
@@ -29,8 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--out": args.out})
-    from transformer_core.table_markdown import write_table
-    from transformer_core.tables import table3_row
+    from transformer_core.tables.markdown import write_table
+    from transformer_core.tables.translation import table3_row
 
     runs = [dict(zip(("seed", "score", "summary"), r, strict=True)) for r in args.run]
     write_table(table3_row(args.row, runs), args.out)

@@ -37,10 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--out": args.out, "--markdown": args.markdown})
     from transformer_core.commands import decode_options
-    from transformer_core.evaluation_sets import TREEBANK_SETS, paper_label
     from transformer_core.paper import TABLE4_NOTES
-    from transformer_core.table4 import search_note, table4
-    from transformer_core.table_markdown import write_table
+    from transformer_core.tables.evaluation_sets import TREEBANK_SETS, paper_label
+    from transformer_core.tables.markdown import write_table
+    from transformer_core.tables.table4 import search_note, table4
 
     results = [
         dict(zip(("setting", "seed", "evalb", "summary"), r, strict=True)) for r in args.result

@@ -12,23 +12,17 @@ summary.json and last.pt.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from transformer_core.commands import (
-    add_compile_argument,
-    add_device_arguments,
-    add_option,
-    flag_values,
-)
+from transformer_core.commands import add_option, flag_values
 from transformer_core.settings import TrainConfig, flagged_fields
 
 HELP = "Train a Transformer (Adam, warmup + inverse-sqrt schedule, label smoothing, DDP under torchrun)."
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    """The recipe flags of `train`: one per flagged ``TrainConfig`` field. They parse to None
-    when left out, so the experiment's preset decides (``TrainConfig.for_experiment``); the
-    help shows base's value and big's where it differs."""
+    """The flags of `train`: one per flagged ``TrainConfig`` field, the recipe's and the
+    runtime's. They parse to None when left out, so the experiment's preset decides
+    (``TrainConfig.for_experiment``); the help shows base's value and big's where it differs."""
     base, big = TrainConfig.for_experiment("base"), TrainConfig.for_experiment("big")
     for f in flagged_fields(TrainConfig):
         shown, other = getattr(base, f.name), getattr(big, f.name)
@@ -39,11 +33,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         add_option(parser, f, None, str(shown))
 
 
-def train_config(args: argparse.Namespace, **settings: Any) -> TrainConfig:
-    """The ``TrainConfig`` of ``args.experiment`` with ``add_train_arguments``' flags and
-    ``settings`` (device, precision, threads, compile) where given."""
-    flags = flag_values(TrainConfig, args)
-    return TrainConfig.for_experiment(args.experiment, **flags, **settings)
+def train_config(args: argparse.Namespace) -> TrainConfig:
+    """The ``TrainConfig`` of ``args.experiment`` with ``add_train_arguments``' flags where
+    given."""
+    return TrainConfig.for_experiment(args.experiment, **flag_values(TrainConfig, args))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,24 +76,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --resume: move a run made with other settings (model, data, trajectory) "
         "to RUN_DIR/superseded/N/ and start over instead of stopping (the workflow's mode)",
     )
-    add_device_arguments(parser, None, "; training keeps fp32 master weights, loss and optimizer")
-    add_compile_argument(
-        parser, "the encoder and decoder stacks (the fused loss stays eager)", default=None
-    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from transformer_core.config import parse_overrides
-    from transformer_core.train import train
+    from transformer_core.model.config import parse_overrides
+    from transformer_core.training.session import train
 
     overrides = parse_overrides(args.set)
-    cfg = train_config(
-        args,
-        precision=args.precision,
-        device=args.device,
-        num_threads=args.num_threads,
-        compile=args.compile,
-    )
+    cfg = train_config(args)
     train(
         args.train,
         args.out_dir,

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from transformer_core.commands import (
-    add_compile_argument,
     add_decode_arguments,
-    add_inference_arguments,
     add_model_files,
+    add_options,
     decode_options,
+    settings_of,
 )
-from transformer_core.config import AUTO, QUANTIZE_MODES
+from transformer_core.settings import AUTO, QUANTIZE_MODES, InferenceSettings
 
 HELP = "Decode a text file line by line with beam search (sentencepiece in and out, order kept)."
 
@@ -22,15 +23,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", required=True, help="source text, one sentence per line")
     parser.add_argument("--output", required=True, help="output text, one line per input line")
     add_decode_arguments(parser)
-    add_inference_arguments(
-        parser,
-        "source tokens",
-        "decode even though the checkpoint records another sentencepiece model "
-        "(its sha256) than --spm",
-        AUTO,
-        "; scores stay fp32",
+    add_options(parser, InferenceSettings)
+    parser.add_argument(
+        "--allow-vocab-mismatch",
+        action="store_true",
+        help="decode even though the checkpoint records another sentencepiece model (its "
+        "sha256) than --spm",
     )
-    add_compile_argument(parser, "the encoder and the decoder's steps")
     parser.add_argument(
         "--quantize",
         choices=QUANTIZE_MODES,
@@ -42,17 +41,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from transformer_core.decoding.quantize import check_int8_device
+    from transformer_core.decoding.translate import (
+        Progress,
+        load_translation_model,
+        translate_lines,
+    )
     from transformer_core.device import cpu_threads, precision_name, setup_device, use_compile
     from transformer_core.files import atomic_write_text, check_input_file, check_output, read_lines
-    from transformer_core.quantize import check_int8_device
-    from transformer_core.translate import Progress, load_translation_model, translate_lines
 
     options = decode_options(args)  # checks --beam
+    runtime = settings_of(InferenceSettings, args)
     check_output(args.output, "--output")  # before the decode, not after it
     check_input_file(args.input, "--input")
     int8 = args.quantize == "int8"
-    precision = "fp32" if int8 and args.precision == AUTO else args.precision
-    device, autocast = setup_device(args.device, precision, args.num_threads)
+    if int8 and runtime.precision == AUTO:
+        runtime = dataclasses.replace(runtime, precision="fp32")
+    device, autocast = setup_device(runtime)
     if int8:
         check_int8_device(device, autocast)
     print(
@@ -68,11 +73,11 @@ def run(args: argparse.Namespace) -> int:
         sp,
         lines,
         options,
-        args.max_tokens,
+        runtime.max_tokens,
         autocast,
         source_name=args.input,
         progress=progress,
-        compile=use_compile(device, args.compile, "decode"),
+        compile=use_compile(device, runtime.compile, "decode"),
         int8=int8,
     )
     progress.report()

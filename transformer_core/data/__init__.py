@@ -13,5 +13,6 @@ Modules, in pipeline order:
                  ``concatenate`` (the streaming merge of shards)
 - ``dataset``    ``ParallelDataset``: the reader of that format
 - ``batching``   ``TokenBucketSampler``, ``padding_stats`` and ``collate``
+- ``token_counts`` ``TokenCounts``: the lengths of what a run trained on, for its training cost
 - ``progress``   done / total, rate and ETA lines in the long stages' logs
 """

@@ -44,10 +44,10 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from transformer_core.config import ModelConfig
 from transformer_core.data.dataset import ParallelDataset
+from transformer_core.data.token_counts import TokenCounts
 from transformer_core.errors import UserError
-from transformer_core.flops import TokenCounts
+from transformer_core.model.config import ModelConfig
 
 _PACK_CHUNK = 1 << 20  # sentences converted to Python ints at a time while packing
 

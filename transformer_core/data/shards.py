@@ -12,7 +12,7 @@ a small JSON index; each shard's job seeks there and reads only its own lines,
 so the corpus is never copied. Because every step after the cut treats each
 pair on its own and the shards are put back together in order, the result does
 not depend on N: the same sentences in the same order, the same binarized bytes
-(``tests/test_data_shards.py`` checks N = 1, 2 and 8).
+(``tests/unit/test_data_shards.py`` checks N = 1, 2 and 8).
 
 ``default_count`` is the number of shards when the configuration names none:
 one per ``PAIRS_PER_SHARD`` training pairs, as far as the dataset registry

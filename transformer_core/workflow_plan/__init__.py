@@ -1,5 +1,5 @@
 """What the workflow runs for a configuration, as plain Python the tests call
-(tests/test_workflow_plan.py): the `.smk` files keep the rules, and their input and params
+(tests/unit/test_workflow_plan.py): the `.smk` files keep the rules, and their input and params
 functions are thin calls into these objects, built once from the validated configuration
 by workflow/rules/common.smk.
 

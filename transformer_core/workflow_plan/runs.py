@@ -15,10 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from transformer_core.errors import ConfigError
-from transformer_core.pipeline_config import PARSING_EXPERIMENT, experiments, parsing_runs
-from transformer_core.scaling import scaled_model_overrides, scaled_steps
-from transformer_core.settings import decode_flags, train_flags
+from transformer_core.settings import decode_flags, inference_flags, train_flags
+from transformer_core.workflow_plan.config_checks import (
+    PARSING_EXPERIMENT,
+    experiments,
+    parsing_runs,
+)
 from transformer_core.workflow_plan.data import is_parsing
+from transformer_core.workflow_plan.scaling import scaled_model_overrides, scaled_steps
 
 SEED_SUFFIX = "-seed"
 # table4.train's model settings: regularization, and widths replacing the scaled preset's
@@ -35,14 +39,6 @@ def launcher(gpus: int) -> list[Any]:
 def checkpoint_path(pair: str, run: str, ckpt: str) -> str:
     """The model a `translate` job decodes: ``avg`` the averaged checkpoints, ``last`` the last."""
     return f"runs/{pair}/{run}/{'averaged.pt' if ckpt == 'avg' else 'last.pt'}"
-
-
-def on_off(value: Any) -> Any:
-    """A YAML on/off setting as a word: ``compile: on`` unquoted reads as a boolean (numbers
-    stay numbers: 1 == True in Python)."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return value
 
 
 class RunPlan:
@@ -129,8 +125,9 @@ class RunPlan:
         return settings.get("steps") or scaled_steps(exp, self.config["scale_rule"]["step_divisor"])
 
     def train_args(self, pair: str, run: str) -> list[Any]:
-        """The run's `transformer-core train` options: the scaled experiment, its recipe
-        (``settings.train_flags``: one flag per TrainConfig field), seed, precision, compile."""
+        """The run's `transformer-core train` options: the scaled experiment, its model
+        settings, and its recipe, seed and runtime (``settings.train_flags``: one flag per
+        TrainConfig field the configuration sets)."""
         exp, seed = self.split_run(run)
         recipe = {
             **self.training_recipe(pair),
@@ -143,11 +140,7 @@ class RunPlan:
             for key, value in self.model_overrides(pair, exp).items()
             for arg in ("--set", f"{key}={value}")
         ]
-        return [
-            "--experiment", exp, *sets, *train_flags(recipe),
-            "--precision", recipe["precision"],
-            "--compile", on_off(recipe["compile"]),
-        ]  # fmt: skip
+        return ["--experiment", exp, *sets, *train_flags(recipe)]
 
     # --- decoding ----------------------------------------------------------------------------
 
@@ -155,9 +148,10 @@ class RunPlan:
         """The `decode` section, or table4.decode for parsing runs."""
         return (self.table4 if is_parsing(pair) else self.config)["decode"]
 
-    def decode_setting(self, pair: str, name: str) -> Any:
-        """One decoding setting (max_tokens, precision, compile) as a command-line value."""
-        return on_off(self.decode_settings(pair)[name])
+    def decode_args(self, pair: str) -> list[str]:
+        """The pair's `translate` and `bleu_curve` options: its search (``search_flags``) and
+        its runtime (``settings.InferenceSettings``: max_tokens, precision, compile)."""
+        return [*self.search_flags(pair), *inference_flags(self.decode_settings(pair))]
 
     def search_flags(self, pair: str) -> list[str]:
         """The search flags of the pair's decoding, one per DecodeOptions field

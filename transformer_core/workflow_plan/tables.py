@@ -11,7 +11,11 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from transformer_core.paper import ATTENTION_FIGURES
-from transformer_core.pipeline_config import PARSING_EXPERIMENT, PARSING_PAIRS, parsing_runs
+from transformer_core.workflow_plan.config_checks import (
+    PARSING_EXPERIMENT,
+    PARSING_PAIRS,
+    parsing_runs,
+)
 from transformer_core.workflow_plan.data import languages, require_table4
 from transformer_core.workflow_plan.runs import RunPlan
 

@@ -1,7 +1,7 @@
 # The configuration's checks, the plan objects, wildcard constraints, and the helpers that
 # need Snakemake itself (core counts, report marks). What the rules run for a configuration
 # (files, run names, arguments) is plain Python in transformer_core.workflow_plan, tested in
-# tests/test_workflow_plan.py; the rules call it with their wildcards' values.
+# tests/unit/test_workflow_plan.py; the rules call it with their wildcards' values.
 # Shell safety: every placeholder of every rule's shell command is quoted ({x:q}); a params
 # function that gives several arguments returns them as a list, which {x:q} quotes one by one.
 import os
@@ -10,9 +10,11 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from transformer_core.config import EXPERIMENTS, EXPORT_QUANTIZATIONS
+from transformer_core.model.config import EXPERIMENTS
+
+from transformer_core.settings import EXPORT_QUANTIZATIONS
 from transformer_core.data.registry import load_registry
-from transformer_core.pipeline_config import (
+from transformer_core.workflow_plan.config_checks import (
     check,
     check_size,
     defaulted_keys,
@@ -96,11 +98,6 @@ def input_dir(name):
 def output_dir(wildcards, output):
     """The folder of the first output (tools that write a set of files into a folder)."""
     return os.path.dirname(output[0])
-
-
-def decode_setting(name):
-    """A params function: decoding setting ``name``, Table 4's for parsing runs."""
-    return lambda wildcards: PLAN.decode_setting(wildcards.pair, name)
 
 
 def configured_threads(rule_name):

@@ -20,15 +20,10 @@ rule translate:
         mem_mb=4000,
         runtime=30,
     params:
-        decode=lambda w: PLAN.search_flags(w.pair),
-        max_tokens=decode_setting("max_tokens"),
-        precision=decode_setting("precision"),
-        compile=decode_setting("compile"),
+        decode=lambda w: PLAN.decode_args(w.pair),
     shell:
         "transformer-core translate --checkpoint {input.checkpoint:q} --spm {input.spm:q}"
         " --input {input.source:q} --output {output:q} {params.decode:q}"
-        " --max-tokens {params.max_tokens:q} --precision {params.precision:q}"
-        " --compile {params.compile:q}"
         " --num-threads {threads:q} > {log:q} 2>&1"
 
 
@@ -67,14 +62,9 @@ rule bleu_curve:
         run_dir=lambda w, input: os.path.dirname(input.summary),
         checkpoints=config["curves"]["checkpoints"],
         lang=lambda w: languages(w.pair)[1],
-        decode=lambda w: PLAN.search_flags(w.pair),
-        max_tokens=decode_setting("max_tokens"),
-        precision=decode_setting("precision"),
-        compile=decode_setting("compile"),
+        decode=lambda w: PLAN.decode_args(w.pair),
     shell:
         "transformer-core bleu_curve --run-dir {params.run_dir:q} --spm {input.spm:q}"
         " --input {input.source:q} --ref {input.ref:q} --lang {params.lang:q}"
         " --checkpoints {params.checkpoints:q} {params.decode:q}"
-        " --max-tokens {params.max_tokens:q} --precision {params.precision:q}"
-        " --compile {params.compile:q}"
         " --num-threads {threads:q} --out {output:q} > {log:q} 2>&1"

@@ -1,0 +1,53 @@
+"""Where a benchmark writes its result: ``bench/results/<hardware>/<question>.json``.
+
+A result is named by the question it answers and filed under the machine it was measured on,
+so that results of one machine compare with each other and a rerun replaces its own file. The
+hardware is the GPU's model for what ran on a GPU (``h100``, ``h200``), else the CPU's kind:
+its maker's line and the widest vector unit it computes with (``epyc_avx512``, ``xeon_amx``,
+``epyc_avx2``), read from /proc/cpuinfo.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+# The widest units first: a CPU's kind is the first it has.
+CPU_UNITS = (
+    ("amx_bf16", "amx"),
+    ("avx512_bf16", "avx512"),
+    ("avx512f", "avx512"),
+    ("avx2", "avx2"),
+)
+
+
+def cpu_kind(cpuinfo: str | None = None) -> str:
+    """``epyc_avx512``, ``xeon_amx``, ``epyc_avx2``: the CPU's line and widest unit (``cpu``
+    and ``generic`` where /proc/cpuinfo does not say)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            cpuinfo = ""
+    model = re.search(r"^model name\s*:\s*(.*)$", cpuinfo, re.M)
+    name = model.group(1) if model else ""
+    line = next((tag for tag in ("epyc", "xeon") if tag in name.lower()), "cpu")
+    flags_line = re.search(r"^flags\s*:(.*)$", cpuinfo, re.M)
+    flags = set(flags_line.group(1).split()) if flags_line else set()
+    unit = next((unit for flag, unit in CPU_UNITS if flag in flags), "generic")
+    return f"{line}_{unit}"
+
+
+def gpu_kind() -> str:
+    """The CUDA GPU's model in lower case: ``NVIDIA H100 80GB HBM3`` is ``h100``."""
+    import torch
+
+    words = torch.cuda.get_device_name().split()
+    return (words[1] if words[0] == "NVIDIA" and len(words) > 1 else words[0]).lower()
+
+
+def result_path(question: str, device: str = "cpu", suffix: str = ".json") -> Path:
+    """The result file of ``question`` measured on ``device`` (``cpu`` or ``cuda``) here."""
+    hardware = gpu_kind() if device == "cuda" else cpu_kind()
+    return RESULTS / hardware / f"{question}{suffix}"

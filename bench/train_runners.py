@@ -1,0 +1,115 @@
+"""The two trainers bench.bench_train times on the same batches, one optimizer step per call:
+the project's Trainer and a Hugging Face MarianMTModel of the same shape, and the random
+corpus of WMT-like lengths they train on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from transformer_core.data.binarized import BinarizedWriter
+from transformer_core.data.dataset import ParallelDataset
+from transformer_core.model.transformer import count_parameters
+from transformer_core.settings import TrainConfig
+from transformer_core.training.distributed import DistContext
+from transformer_core.training.step import Trainer
+
+
+def synthetic_corpus(
+    prefix: Path, vocab_size: int, sentences: int, seed: int = 0
+) -> ParallelDataset:
+    """Random ids with WMT-like lengths (log-normal around 22 word pieces, 3..80)."""
+    rng = np.random.default_rng(seed)
+    src_lens = np.clip(np.round(rng.lognormal(np.log(22), 0.5, sentences)), 3, 80).astype(int)
+    tgt_lens = np.clip(np.round(src_lens * rng.normal(1.05, 0.1, sentences)), 3, 80).astype(int)
+    with BinarizedWriter(prefix, vocab_size) as writer:
+        for s, t in zip(src_lens, tgt_lens, strict=True):
+            writer.add(
+                rng.integers(4, vocab_size, s).tolist(), rng.integers(4, vocab_size, t).tolist()
+            )
+    return ParallelDataset(prefix)
+
+
+class Ours:
+    """Our Trainer: one ``train_step`` is a full optimizer step (data collation included)."""
+
+    def __init__(self, cfg, dataset, device, precision, max_tokens, tokens_per_step, compile="off"):
+        ctx = DistContext(0, 0, 1, device, owns_group=False)
+        train_cfg = TrainConfig(
+            max_tokens=max_tokens,
+            tokens_per_step=tokens_per_step,
+            precision=precision,
+            warmup=4000,
+            compile=compile,
+        )
+        self.trainer = Trainer(cfg, train_cfg, ctx, dataset)
+        self.params = count_parameters(self.trainer.model)
+
+    def step(self) -> int:
+        return self.trainer.train_step().tgt_tokens
+
+
+class Peer:
+    """Hugging Face MarianMTModel of the same shape, the same loss and optimizer, pre-collated batches."""
+
+    def __init__(self, cfg, batches, device, autocast):
+        from transformers import MarianConfig, MarianMTModel
+
+        torch.manual_seed(0)
+        config = MarianConfig(
+            vocab_size=cfg.vocab_size,
+            d_model=cfg.d_model,
+            encoder_layers=cfg.encoder_layers,
+            decoder_layers=cfg.decoder_layers,
+            encoder_attention_heads=cfg.h,
+            decoder_attention_heads=cfg.h,
+            encoder_ffn_dim=cfg.d_ff,
+            decoder_ffn_dim=cfg.d_ff,
+            activation_function="relu",
+            dropout=cfg.dropout,
+            attention_dropout=0.0,
+            activation_dropout=0.0,
+            max_position_embeddings=cfg.max_positions,
+            scale_embedding=True,
+            pad_token_id=cfg.pad_id,
+            eos_token_id=cfg.eos_id,
+            decoder_start_token_id=cfg.bos_id,
+            share_encoder_decoder_embeddings=True,
+            tie_word_embeddings=True,
+        )
+        self.model = MarianMTModel(config).to(device).train()
+        self.params = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        fused = {"fused": True} if device.type in ("cpu", "cuda") else {}
+        self.optimizer = torch.optim.Adam(
+            [p for p in self.model.parameters() if p.requires_grad],
+            lr=1e-4,
+            betas=(0.9, 0.98),
+            eps=1e-9,
+            **fused,
+        )
+        self.batches, self.device, self.autocast, self.i = batches, device, autocast, 0
+        self.eps, self.pad = cfg.label_smoothing, cfg.pad_id
+
+    def step(self) -> int:
+        batch = self.batches[self.i % len(self.batches)]
+        self.i += 1
+        src, tgt_in, tgt_out = (t.to(self.device) for t in (batch.src, batch.tgt_in, batch.tgt_out))
+        labels = tgt_out.masked_fill(tgt_out == self.pad, -100)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            logits = self.model(
+                input_ids=src, attention_mask=src != self.pad, decoder_input_ids=tgt_in
+            ).logits
+            loss = F.cross_entropy(
+                logits.float().view(-1, logits.size(-1)),
+                labels.view(-1),
+                ignore_index=-100,
+                label_smoothing=self.eps,
+                reduction="sum",
+            )
+        (loss / batch.tgt_tokens).backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return batch.tgt_tokens

@@ -1,0 +1,102 @@
+"""On a CUDA GPU: its training step, beam search and resuming agree with the CPU's.
+
+Run with ``pytest -m gpu``; without CUDA every test here is skipped, saying why.
+"""
+
+import pytest
+import torch
+from conftest import TRAIN_SHAPE, tiny_config, tiny_model
+from corpora import write_corpus
+from test_train_resume import kill_and_resume
+
+from transformer_core.data.batching import collate
+from transformer_core.data.dataset import ParallelDataset
+from transformer_core.decoding.search import beam_search_nbest
+from transformer_core.model.config import model_config
+from transformer_core.model.transformer import Transformer
+from transformer_core.settings import TrainConfig
+from transformer_core.training.distributed import DistContext
+from transformer_core.training.step import LossModel, Trainer
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+CUDA = torch.device("cuda")
+
+
+def test_bf16_step_on_cuda_matches_the_fp32_step_on_the_cpu(tmp_path):
+    """The same model and batch: loss and gradients of a bf16 autocast step on the GPU against
+    the fp32 step on the CPU, within bf16's rounding."""
+    corpus = ParallelDataset(write_corpus(tmp_path / "train", n=60, vocab=24))
+    cfg = model_config("base", vocab_size=24, **{**TRAIN_SHAPE, "dropout": 0.0})
+    batch = collate(corpus, list(range(60)))
+    results = []
+    for device, autocast in ((torch.device("cpu"), False), (CUDA, True)):
+        torch.manual_seed(0)
+        model = LossModel(Transformer(cfg).to(device))
+        tensors = [
+            t.to(device) for t in (batch.src, batch.tgt_in, batch.tgt_out, batch.target_index)
+        ]
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+            loss, nll = model(*tensors[:3], 0.1, tensors[3])
+        loss.backward()
+        grads = [p.grad.detach().float().cpu().flatten() for p in model.parameters()]
+        results.append((loss.item(), torch.cat(grads)))
+    (cpu_loss, cpu_grad), (gpu_loss, gpu_grad) = results
+    assert gpu_loss == pytest.approx(cpu_loss, rel=1e-2)
+    cosine = torch.nn.functional.cosine_similarity(cpu_grad, gpu_grad, dim=0).item()
+    assert cosine > 0.999, cosine
+    assert (gpu_grad - cpu_grad).norm() / cpu_grad.norm() < 0.03
+
+
+def test_training_steps_on_cuda_track_the_cpu(tmp_path):
+    """Ten full Trainer steps (bf16, widths padded to 8, batches prefetched and pinned) end at
+    about the CPU's fp32 loss."""
+    corpus = ParallelDataset(write_corpus(tmp_path / "train", n=200, vocab=24))
+    cfg = model_config("base", vocab_size=24, **{**TRAIN_SHAPE, "dropout": 0.0})
+    losses = []
+    for device, precision in ((torch.device("cpu"), "fp32"), (CUDA, "bf16")):
+        train_cfg = TrainConfig(max_tokens=64, tokens_per_step=128, warmup=5, precision=precision)
+        trainer = Trainer(cfg, train_cfg, DistContext(0, 0, 1, device, owns_group=False), corpus)
+        try:
+            tokens = sum(trainer.train_step().tgt_tokens for _ in range(10))
+            losses.append(trainer.interval_sums()[0] / tokens)
+        finally:
+            trainer.close()
+    assert losses[1] == pytest.approx(losses[0], rel=2e-2)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_beam_search_on_cuda_returns_the_cpu_hypotheses(beam):
+    model = tiny_model(tiny_config(), seed=5, sharp=True)
+    gen = torch.Generator().manual_seed(6)
+    src = torch.randint(4, 50, (7, 9), generator=gen)
+    src[:, -1] = 3
+    src[2, 4:], src[2, 3] = 0, 3
+    settings = dict(beam=beam, alpha=0.6, max_len_a=1.0, max_len_b=5, nbest=beam)
+    on_cpu = beam_search_nbest(model, src, **settings)
+    on_gpu = beam_search_nbest(model.to(CUDA), src.to(CUDA), **settings)
+    assert [[h.tokens for h in hs] for hs in on_gpu] == [[h.tokens for h in hs] for hs in on_cpu]
+    for gpu_hyps, cpu_hyps in zip(on_gpu, on_cpu, strict=True):
+        for g, c in zip(gpu_hyps, cpu_hyps, strict=True):
+            assert g.score == pytest.approx(c.score, abs=1e-4)
+
+
+def test_killed_and_resumed_run_on_cuda_is_exact(tmp_path):
+    """As test_train_resume's CPU test, on the GPU (bf16 autocast, its default there)."""
+    kill_and_resume(tmp_path, "--device", "cuda")
+
+
+def test_compiled_step_gives_the_eager_loss_on_cuda(tmp_path):
+    corpus = ParallelDataset(write_corpus(tmp_path / "train", n=60, vocab=24))
+    cfg = model_config("base", vocab_size=24, **{**TRAIN_SHAPE, "dropout": 0.0})
+    batch = collate(corpus, list(range(60)), multiple=8)
+    tensors = [t.to(CUDA) for t in (batch.src, batch.tgt_in, batch.tgt_out, batch.target_index)]
+    losses = []
+    for compile in (False, True):
+        torch.manual_seed(0)
+        model = LossModel(Transformer(cfg).to(CUDA), compile)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            losses.append(model(*tensors[:3], 0.1, tensors[3])[0].item())
+    assert losses[1] == pytest.approx(losses[0], rel=1e-2)

@@ -1,0 +1,197 @@
+"""Configuration checks: every mistake is named by its key, before any job runs."""
+
+import copy
+import shlex
+
+import pytest
+import yaml
+from conftest import ROOT, snakemake, snakemake_on
+
+from transformer_core.errors import ConfigError
+from transformer_core.workflow_plan.config_checks import (
+    check,
+    check_size,
+    experiments,
+    job_threads,
+    rank_threads,
+    run_options,
+)
+
+PAPER = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def test_paper_config_passes_and_lists_experiments():
+    check(PAPER)
+    names = experiments(PAPER)
+    assert names[:2] == ["base", "big"] and len(names) == 20
+
+
+@pytest.mark.parametrize(
+    ("edit", "key"),
+    [
+        (lambda c: c["table3"]["rows"].__setitem__(1, "Z9"), "table3.rows[1]"),
+        (lambda c: c["table2"]["pairs"].append("en_xx"), "table2.pairs[2]"),
+        (lambda c: c["table3"].__setitem__("pair", "de_en"), "table3.pair"),
+        (lambda c: c.__setitem__("mirror", "/nonexistent/mirror"), "mirror"),
+        (lambda c: c["scale_rule"].__setitem__("width_divisor", 3), "scale_rule.width_divisor"),
+        (lambda c: c.__setitem__("model", {"init": "uniform"}), "model.init"),
+        (lambda c: c.__setitem__("model", {"inti": "normal"}), "inti"),
+    ],
+)
+def test_semantic_errors_name_the_key(edit, key):
+    config = copy.deepcopy(PAPER)
+    edit(config)
+    with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]")):
+        check(config)
+
+
+def test_unknown_dataset_is_named():
+    config = copy.deepcopy(PAPER)
+    config["pairs"]["en_de"]["dataset"] = "wmt99"
+    with pytest.raises(ConfigError, match="pairs.en_de.dataset"):
+        check(config, known_datasets=("wmt14_en_de", "wmt14_en_fr"))
+
+
+def test_paper_dry_run_lists_the_whole_dag(tmp_path):
+    proc = snakemake_on(tmp_path, PAPER, "-n")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    out = proc.stdout + proc.stderr
+    for rule, count in (
+        ("download", 2),
+        # the training corpora in shards (pairs.*.shards: EN-DE 16, EN-FR 128), merged back
+        ("shard_index", 2),
+        ("prepare_shard", 16 + 128),
+        ("prepare_report", 2),
+        ("binarize_shard", 16 + 128),
+        ("merge_shards", 2),
+        ("spm_train", 2),
+        ("train", 22),
+        ("average", 4),
+        ("table3_row", 20),
+        ("table2", 1),
+    ):
+        assert any(line.split() == [rule, str(count)] for line in out.splitlines()), (rule, out)
+    assert not (tmp_path / "work" / "results").exists()
+
+
+def test_sharded_data_commands(tmp_path):
+    """The EN-DE corpus in its 16 shards: each prepared from its line range of the raw files,
+    sentencepiece trained on every shard's source then every shard's target (the whole
+    corpus's order, so the same model for any number of shards), the shards merged in order."""
+    proc = snakemake_on(tmp_path, PAPER, "-n", "-p", "data/en_de/bin/train.json")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    out = proc.stdout + proc.stderr
+    shards = [f"data/en_de/shards/prepared/{i:04d}-of-0016" for i in range(16)]
+    texts = " ".join([f"{s}.src" for s in shards] + [f"{s}.tgt" for s in shards])
+    assert f"spm train --input {texts} --vocab-size 37000" in out
+    assert "--shard-index data/en_de/shards/index.json --shard 15 --shards 16" in out
+    assert (
+        "shards split --src data/en_de/raw/train.en --tgt data/en_de/raw/train.de --shards 16"
+        in out
+    )
+    parts = " ".join(f"data/en_de/shards/bin/{i:04d}-of-0016" for i in range(16))
+    assert f"shards merge --parts {parts} --out-prefix data/en_de/bin/train" in out
+    assert "--prepare-report data/en_de/prepared/train.report.json" in out
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda c: c["table3"]["rows"].append("Q1"), "table3.rows[20]"),
+        (lambda c: c["models"]["base"].__setitem__("steps", -5), "steps"),
+        (lambda c: c.__setitem__("mirror", "/no/such/dir"), "mirror"),
+        (lambda c: c["train"].__setitem__("warmpu", 10), "warmpu"),
+        # Issue 29: refused before the work, by key, not after training.
+        (lambda c: c.__setitem__("seeds", [1, -1]), "seeds"),
+        (lambda c: c["train"].__setitem__("seed", -1), "seed"),
+        (lambda c: c.__setitem__("bootstrap", {"seed": -1}), "bootstrap"),
+        (lambda c: c.__setitem__("mirror", __file__), "is a file, not a directory"),
+        (
+            lambda c: c.__setitem__(
+                "scale", "x\n\n.. raw:: html\n\n   <img src=x onerror=alert(1)>"
+            ),
+            "scale",
+        ),
+    ],
+)
+def test_bad_config_stops_snakemake_before_any_job(tmp_path, edit, expected):
+    config = copy.deepcopy(PAPER)
+    edit(config)
+    proc = snakemake_on(tmp_path, config, "-n")
+    assert proc.returncode != 0
+    assert expected in proc.stderr + proc.stdout
+    assert not (tmp_path / "work" / "data").exists()
+
+
+def alias_bomb(depth):
+    """YAML whose key ``model`` stands for 10^depth values in a few lines (nested aliases)."""
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, depth + 1)]
+    return "\n".join([*lines, f"model: {{init: *a{depth}}}"]) + "\n"
+
+
+def test_a_yaml_alias_bomb_stops_at_once_naming_a_key(tmp_path):
+    """Issue 29: 10^9 values in 10 lines; refused by the first walk, in seconds."""
+    config = yaml.safe_load(alias_bomb(3))
+    check_size(config)  # 1,000 values pass
+    with pytest.raises(ConfigError, match="a4: expands to more than 100,000 values"):
+        check_size(yaml.safe_load(alias_bomb(9)))
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(alias_bomb(9))
+    proc = snakemake(
+        tmp_path / "work", "-n", configfiles=(ROOT / "config" / "smoke.yaml", bomb), timeout=120
+    )
+    assert proc.returncode != 0
+    assert "expands to more than 100,000 values" in proc.stdout + proc.stderr
+
+
+def test_job_threads_auto_takes_every_core_and_ranks_share_them():
+    """Issue 31: a lone job uses the cores it is given; a number stays a number."""
+    assert job_threads("auto", 2) == 2
+    assert job_threads("auto", None) == 1  # no --cores (a dry run)
+    assert job_threads(1, 16) == 1 and job_threads(4, 2) == 4  # Snakemake lowers 4 to --cores
+    assert rank_threads(16, 8) == 2 and rank_threads(2, 0) == 2 and rank_threads(2, 4) == 1
+
+
+def test_thread_settings_reach_the_jobs(tmp_path):
+    """threads.train auto runs training on every core of --cores (here 2); a number is kept;
+    a bad value is refused by key before any job."""
+    paper = copy.deepcopy(PAPER)
+    target = "runs/en_de/base/summary.json"
+    proc = snakemake_on(tmp_path, paper, "-n", "-p", "--cores", "2", target)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "--num-threads 2 --resume" in proc.stdout
+    paper["threads"]["train"] = 1
+    proc = snakemake_on(tmp_path, paper, "-n", "-p", "--cores", "2", target)
+    assert "--num-threads 1 --resume" in proc.stdout
+    paper["threads"]["train"] = "all"
+    proc = snakemake_on(tmp_path, paper, "-n")
+    assert proc.returncode != 0 and "threads" in proc.stderr + proc.stdout
+
+
+def test_run_options_read_back_as_the_same_configuration():
+    """The report's hints carry this run's --configfile and --config: Snakemake parses the
+    printed --config values back into the values it was given."""
+    from snakemake.cli import parse_config
+
+    overrides = {
+        "mirror": "/data/my mirror",
+        "table4": {"treebank_zip": "../x.zip", "steps": 3},
+        "seeds": [1, 2],
+        "flag": True,
+        "lr": 0.5,
+        "empty": None,
+    }
+    options = run_options(["config/smoke.yaml", "seeds.yaml"], overrides)
+    words = shlex.split(options)
+    assert words[:3] == ["--configfile", "config/smoke.yaml", "seeds.yaml"]
+    assert words[3] == "--config"
+    parsed = parse_config(words[4:])
+    # Nested values come back as strings (Snakemake reads YAML with BaseLoader), as the
+    # user's own --config gave them.
+    assert parsed == {
+        **overrides,
+        "table4": {"treebank_zip": "../x.zip", "steps": "3"},
+        "seeds": ["1", "2"],
+    }
+    assert run_options([], {}) == ""

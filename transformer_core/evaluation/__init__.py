@@ -1,0 +1,3 @@
+"""Scores of translations and models: BLEU both ways (``bleu``), bootstrap intervals and
+paired tests (``significance``), perplexity (``perplexity``), BLEU against training steps
+(``curves``)."""

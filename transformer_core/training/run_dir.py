@@ -1,0 +1,439 @@
+"""A training run's directory: its files, and whether a session starts, resumes or stops.
+
+``RUN_DIR`` holds ``checkpoints/step_NNNNNNN.pt`` (every ``checkpoint_interval`` steps
+and at the last step; the newest ``keep_last`` are kept), ``metrics.jsonl`` (one JSON
+object per log line or dev evaluation), ``summary.json`` (written last: its presence
+means the run finished), ``last.pt`` (the final checkpoint) and ``train.lock`` (held by
+the session training it: ``run_lock``). A run that cannot continue with new settings is
+moved to ``superseded/N/`` (``supersede``).
+
+Every checkpoint also holds the run's metrics lines up to its step (``metrics_log``), so
+the checkpoints alone rebuild the run's outputs: a resumed session rewrites
+``metrics.jsonl`` from the checkpoint it continues (``MetricsLog.restore``), and a
+finished run missing any of ``summary.json``, ``last.pt`` or ``metrics.jsonl`` (Snakemake
+deletes a job's outputs before it reruns it, e.g. after its inputs were rebuilt) is
+resumed at its last step, which writes all three again without training another step.
+
+``RunDir`` is a session's hold on the folder, in the order ``train`` uses it, so that a
+mistake fails before the data is read and the device is set up:
+
+1. ``RunDir(out_dir, resume, restart_if_changed)`` (before the data is read) checks the
+   flags against what the folder holds and loads the newest checkpoint that can be resumed;
+2. ``decide`` (once the model config is known from the data) is the resume decision, a
+   ``Start``: nothing to do (``finished``), ``resume``, ``start_over`` after moving the old
+   run aside, or ``fresh``;
+3. ``begin`` carries it out on the device's side: the old run moved aside, ``metrics.jsonl``
+   as it was at the resumed checkpoint;
+4. rank 0 then appends to the ``MetricsLog``, ``save``s each checkpoint and, at the end,
+   ``finish``es (``last.pt`` and the ``run_summary``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from transformer_core.data.token_counts import TokenCounts
+from transformer_core.errors import UserError
+from transformer_core.files import atomic_write_text
+from transformer_core.model.checkpoint import (
+    checkpoint_path,
+    clean_temporaries,
+    link_or_copy,
+    list_checkpoints,
+    newest_loadable,
+    prune_checkpoints,
+    save_checkpoint,
+    tensor_bytes,
+)
+from transformer_core.model.config import ModelConfig
+from transformer_core.settings import TrainConfig
+from transformer_core.training import distributed
+from transformer_core.training.distributed import DistContext
+from transformer_core.training.flops import paper_method_cost, training_flops
+
+# What a checkpoint needs beyond the model to be continued exactly.
+TRAINING_STATE = ("train_config", "optimizer", "step", "rng", "data", "token_counts")
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """The files of a run directory."""
+
+    out_dir: Path
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.out_dir / "checkpoints"
+
+    @property
+    def metrics(self) -> Path:
+        return self.out_dir / "metrics.jsonl"
+
+    @property
+    def summary(self) -> Path:
+        return self.out_dir / "summary.json"
+
+    @property
+    def last(self) -> Path:
+        return self.out_dir / "last.pt"
+
+
+class MetricsLog:
+    """``metrics.jsonl``: one JSON object per line, appended by rank 0.
+
+    ``records`` are all the run's lines so far; every checkpoint stores them
+    (``metrics_log``), so that ``restore`` can write the file as it was at that checkpoint.
+    """
+
+    def __init__(self, path: Path, enabled: bool):
+        self.path, self.enabled = path, enabled
+        self.records: list[dict[str, Any]] = []
+
+    def restore(self, payload: dict | None) -> None:
+        """Rewrite the file with the lines of the checkpoint ``payload`` continues (none: fresh).
+
+        Lines a killed session wrote after that checkpoint are dropped, and a deleted file is
+        whole again. A checkpoint written before checkpoints held the lines keeps the existing
+        file's lines up to its step; without that file, those lines are lost (said on stderr).
+        """
+        step = int(payload["step"]) if payload is not None else 0
+        stored = payload.get("metrics_log") if payload is not None else []
+        if stored is not None:
+            self.records = [dict(record) for record in stored]
+        elif self.enabled and self.path.exists():
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+            records = (json.loads(line) for line in lines if line.strip())
+            self.records = [record for record in records if record.get("step", 0) <= step]
+        else:
+            self.records = []
+            if self.enabled:
+                print(
+                    f"{self.path} is missing and the checkpoint of step {step} predates "
+                    "checkpoints holding the metrics: the lines up to that step are lost",
+                    file=sys.stderr,
+                )
+        if self.enabled:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in self.records))
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append ``record``; a NaN or infinite number is written as null (valid JSON)."""
+        record = {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                  for k, v in record.items()}  # fmt: skip
+        self.records.append(record)
+        if self.enabled:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+
+def settings_mismatch(
+    payload: dict, model_cfg: ModelConfig, cfg: TrainConfig, spm_sha256: str | None = None
+) -> str | None:
+    """Why a run's checkpoint cannot be continued with these settings; None when it can."""
+    stored_spm = payload.get("spm_sha256")
+    if stored_spm and spm_sha256 and stored_spm != spm_sha256:
+        return (
+            f"its data was encoded with another sentencepiece model "
+            f"({payload.get('spm_model', '?')}, sha256 {stored_spm[:12]}; "
+            f"this data's: {spm_sha256[:12]})"
+        )
+    # Through ModelConfig: a key added since the checkpoint was written takes its default.
+    stored_model = ModelConfig.from_dict(payload["model_config"]).to_dict()
+    diff = sorted(k for k, v in model_cfg.to_dict().items() if stored_model.get(k) != v)
+    if diff:
+        return (
+            f"its model config differs in {', '.join(diff)} "
+            f"({', '.join(f'{k}={stored_model.get(k)!r}' for k in diff)})"
+        )
+    # A setting added since the checkpoint was written takes its default.
+    stored = {**TrainConfig(steps=cfg.steps).to_dict(), **payload["train_config"]}
+    diff = [k for k in TrainConfig.TRAJECTORY if stored.get(k) != getattr(cfg, k)]
+    if diff:
+        return f"it was trained with {', '.join(f'{k}={stored.get(k)!r}' for k in diff)}"
+    if cfg.cooldown and stored["steps"] != cfg.steps:
+        return (
+            f"its learning rate cools down over the last {cfg.cooldown} of {stored['steps']} "
+            f"steps, not of --steps {cfg.steps}"
+        )
+    if int(payload["step"]) > cfg.steps:
+        return f"it is at step {payload['step']}, beyond --steps {cfg.steps}"
+    return None
+
+
+def supersede(paths: RunPaths) -> Path:
+    """Move a run's checkpoints, metrics, summary and last.pt into ``superseded/N/``; returns it.
+
+    Nothing is deleted: a run made with other settings stays readable beside the new one.
+    """
+    root = paths.out_dir / "superseded"
+    number = 1 + max((int(p.name) for p in root.glob("*") if p.name.isdigit()), default=0)
+    target = root / str(number)
+    target.mkdir(parents=True)
+    for path in (paths.checkpoints, paths.metrics, paths.summary, paths.last):
+        if path.exists():
+            path.rename(target / path.name)
+    return target
+
+
+@dataclass(frozen=True)
+class PreviousRun:
+    """What ``RunDir`` found in the folder when it opened it."""
+
+    paths: RunPaths
+    checkpoints: list[tuple[int, Path]]  # (step, path), oldest first; the newest is ``payload``'s
+    payload: dict | None  # the newest checkpoint that loads (with ``resume`` only), else None
+
+
+def _open(paths: RunPaths, resume: bool, restart_if_changed: bool) -> PreviousRun:
+    """The run already in ``paths``; a UserError when these flags must leave it alone.
+
+    Without ``resume`` the directory must hold no checkpoint. With it, rank 0 first
+    removes temporary files of killed writes and moves unreadable newest checkpoints
+    aside (``newest_loadable``); a newest checkpoint that loads but holds no training
+    state (an averaged one copied in) is the user's to move: an error naming it.
+    """
+    if restart_if_changed and not resume:
+        raise UserError("--restart-if-changed goes with --resume")
+    existing = list_checkpoints(paths.checkpoints)
+    if existing and not resume:
+        raise UserError(
+            f"{paths.out_dir} already holds checkpoints "
+            f"(newest {existing[-1][1].name}): pass --resume to continue that run, "
+            "or choose another --out-dir"
+        )
+    if not resume:
+        return PreviousRun(paths, existing, None)
+    main = int(os.environ.get("RANK", "0")) == 0
+    if main:
+        for stale in clean_temporaries(paths.checkpoints) + clean_temporaries(paths.out_dir):
+            print(f"removed {stale}: the temporary file of an interrupted write", file=sys.stderr)
+    existing, payload = newest_loadable(paths.checkpoints, set_aside=main)
+    if payload is not None:
+        missing = [key for key in TRAINING_STATE if key not in payload]
+        if missing:
+            what = (
+                "an averaged checkpoint"
+                if "averaged_from" in payload
+                else "not a training checkpoint"
+            )
+            raise UserError(
+                f"cannot resume from {existing[-1][1]}: it holds no training state "
+                f"({what}, without {', '.join(missing)}); "
+                f"move it out of {paths.checkpoints}"
+            )
+    return PreviousRun(paths, existing, payload)
+
+
+@dataclass(frozen=True)
+class Start:
+    """How a training session begins (``RunDir.decide``), with what that way needs.
+
+    ``kind``: ``fresh`` (at step 0), ``resume`` (from ``payload``, read from ``checkpoint``),
+    ``finished`` (a run made with these settings is done: nothing to do but return its
+    ``summary``) or ``start_over`` (the previous run cannot continue, ``why``; ``RunDir.begin``
+    moves it aside).
+    """
+
+    kind: Literal["fresh", "resume", "finished", "start_over"]
+    payload: dict | None = None
+    checkpoint: Path | None = None
+    summary: dict | None = None
+    why: str | None = None
+
+
+def _decide(
+    previous: PreviousRun,
+    model_cfg: ModelConfig,
+    cfg: TrainConfig,
+    spm_sha256: str | None,
+    restart_if_changed: bool,
+) -> Start:
+    """Finished, resume, start over or fresh, for a session with these settings and flags.
+
+    A finished run (``summary.json`` present, ``cfg.steps`` reached) made with the same
+    settings is left as it is, if ``last.pt`` and ``metrics.jsonl`` are there too; with
+    any of the three missing it is resumed at its last step, which rewrites them all
+    from the checkpoint (the run, its weights and its metrics unchanged). A run made with
+    other settings (model, data, trajectory) is an error, or, with ``restart_if_changed``,
+    is to be moved aside and training starts over: the workflow's mode, so that editing
+    the configuration retrains.
+    """
+    payload, paths = previous.payload, previous.paths
+    if payload is None:
+        return Start("fresh")
+    summary = (
+        json.loads(paths.summary.read_text(encoding="utf-8")) if paths.summary.exists() else {}
+    )
+    why = settings_mismatch(payload, model_cfg, cfg, spm_sha256)
+    complete = paths.last.exists() and paths.metrics.exists()
+    if (
+        why is None
+        and complete
+        and summary.get("steps", 0) >= cfg.steps
+        and int(payload["step"]) >= cfg.steps
+    ):
+        return Start("finished", summary=summary)
+    checkpoint = previous.checkpoints[-1][1]
+    if why is None:
+        return Start("resume", payload=payload, checkpoint=checkpoint)
+    if not restart_if_changed:
+        raise UserError(
+            f"cannot resume from {checkpoint}: {why}; pass the same settings "
+            "(or start a new --out-dir)"
+        )
+    return Start("start_over", why=why)
+
+
+# -- what a session writes (rank 0) ---------------------------------------------------------------
+
+
+# Bytes a checkpoint needs on disk: its tensors' bytes, with this much to spare (pickled
+# structure, the metrics lines), plus 1 MiB.
+DISK_SLACK = 1.1
+
+
+def _write_checkpoint(
+    paths: RunPaths,
+    keep_last: int,
+    model_cfg: ModelConfig,
+    model_state: dict,
+    prune: bool = True,
+    **state: Any,
+) -> Path:
+    """Save ``checkpoints/step_NNNNNNN.pt`` of ``state["step"]``, then keep the newest
+    ``keep_last`` (all, when not ``prune``: while the loss is rising). Returns the path.
+
+    Where the disk is short of what the checkpoint needs, the checkpoints it will supersede
+    go first (never the newest); if it still does not fit, or the write fails for want of
+    space, a UserError says how much it needs. The run stays resumable either way.
+    """
+    path = checkpoint_path(paths.checkpoints, state["step"])
+    paths.checkpoints.mkdir(parents=True, exist_ok=True)
+    needed = int(DISK_SLACK * tensor_bytes([model_state, state])) + (1 << 20)
+    if prune:
+        _make_room(paths.checkpoints, needed, keep_last)
+    try:
+        save_checkpoint(path, model_cfg, model_state, **state)
+    except (OSError, RuntimeError):  # torch reports a full disk as a RuntimeError
+        free = shutil.disk_usage(paths.checkpoints).free
+        if free >= needed:
+            raise
+        raise UserError(
+            f"cannot write {path}: the disk is full ({free / 1e6:,.1f} MB free, a checkpoint "
+            f"needs about {needed / 1e6:,.1f} MB); free space or lower --keep-last, then resume"
+        ) from None
+    if prune:
+        prune_checkpoints(paths.checkpoints, keep_last)
+    return path
+
+
+def _make_room(directory: Path, needed: int, keep_last: int) -> None:
+    """Delete, oldest first, the checkpoints the next one supersedes (all but the newest
+    ``keep_last - 1``, and never the newest) while ``directory``'s disk has under ``needed`` free."""
+    superseded = list_checkpoints(directory)[: -max(keep_last - 1, 1)]
+    for _, old in superseded:
+        if shutil.disk_usage(directory).free >= needed:
+            return
+        old.unlink(missing_ok=True)
+        print(
+            f"low on disk space: removed {old} before writing the next checkpoint "
+            "(it would be pruned after it)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def run_summary(
+    experiment: str,
+    model_cfg: ModelConfig,
+    cfg: TrainConfig,
+    *,
+    steps: int,
+    counts: TokenCounts,
+    wall_seconds: float,
+    device: str,
+    devices: int,
+    accumulation: int,
+    precision: str,
+    params: int,
+    metrics: dict[str, Any],
+) -> dict[str, Any]:
+    """The content of ``summary.json``: what the tables, the FLOPs and the reports read of a run.
+
+    ``metrics`` are the last logged values (``train_loss``, ``train_ppl``, ``dev_loss``,
+    ``dev_ppl``); ``device`` is its name as ``torch.cuda.get_device_name`` spells it, or "cpu".
+    """
+    cost = paper_method_cost(wall_seconds / 3600.0, devices, device)
+    return {
+        "experiment": experiment,
+        "steps": steps,
+        "tokens_src": counts.src_tokens,
+        "tokens_tgt": counts.tgt_tokens,
+        "token_counts": asdict(counts),
+        "wall_seconds": wall_seconds,
+        "device": device,
+        "devices": devices,
+        "accumulation": accumulation,
+        "precision": precision,
+        "final_train_loss": metrics.get("train_loss"),
+        "final_train_ppl": metrics.get("train_ppl"),
+        "dev_loss": metrics.get("dev_loss"),
+        "dev_ppl": metrics.get("dev_ppl"),
+        "params": params,
+        "flops_paper_method": cost["flops"],
+        "flops_paper_method_note": cost["note"],
+        "flops_analytic": training_flops(model_cfg, counts),
+        "model_config": model_cfg.to_dict(),
+        "train_config": cfg.to_dict(),
+    }
+
+
+class RunDir:
+    """One training session's hold on its run folder: the resume decision (``decide``),
+    ``begin``, ``save`` of each checkpoint, ``finish``. The module's docstring gives the order."""
+
+    def __init__(self, out_dir: str | os.PathLike, resume: bool, restart_if_changed: bool):
+        """Open the folder: a UserError when the flags must leave what it holds alone."""
+        self.paths = RunPaths(Path(out_dir))
+        self.restart_if_changed = restart_if_changed
+        self.previous = _open(self.paths, resume, restart_if_changed)
+
+    def decide(self, model_cfg: ModelConfig, cfg: TrainConfig, spm_sha256: str | None) -> Start:
+        """How this session begins with these settings (``_decide``)."""
+        return _decide(self.previous, model_cfg, cfg, spm_sha256, self.restart_if_changed)
+
+    def begin(self, start: Start, ctx: DistContext) -> MetricsLog:
+        """Carry out ``start``: rank 0 moves a run that cannot continue aside (``supersede``)
+        once every rank has read it; ``metrics.jsonl`` is rewritten as it was at the resumed
+        checkpoint (empty when starting fresh). Returns the session's metrics log."""
+        if start.kind == "start_over":
+            distributed.barrier(ctx)
+            if ctx.is_main:
+                print(
+                    f"{self.paths.out_dir}: the previous run cannot continue ({start.why}); "
+                    f"moved it to {supersede(self.paths)} and starting over",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        metrics_log = MetricsLog(self.paths.metrics, ctx.is_main)
+        metrics_log.restore(start.payload)
+        return metrics_log
+
+    def save(
+        self, keep_last: int, model_cfg: ModelConfig, model_state: dict, prune: bool, **state: Any
+    ) -> Path:
+        """Rank 0 writes the checkpoint of ``state["step"]`` (``_write_checkpoint``)."""
+        return _write_checkpoint(self.paths, keep_last, model_cfg, model_state, prune, **state)
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        """``last.pt`` becomes the final checkpoint, then ``summary.json`` marks the run finished."""
+        link_or_copy(checkpoint_path(self.paths.checkpoints, summary["steps"]), self.paths.last)
+        atomic_write_text(self.paths.summary, json.dumps(summary, indent=2) + "\n")

@@ -1,0 +1,416 @@
+"""The optimizer step of training (paper section 5): the loss model and the ``Trainer``.
+
+One optimizer step takes ``accumulation`` micro-batches on each of
+``world_size`` devices (``TrainConfig.accumulation``). Its loss is the sum of
+label-smoothed token losses over all of them divided by the global number of
+target tokens, so the gradient equals that of one big batch however the tokens
+are split: each rank all-reduces the token count before the forward pass and
+scales its loss by ``world_size / global_tokens`` (DDP averages gradients over
+ranks). All but the last micro-batch run under ``no_sync``. Adam(0.9, 0.98,
+1e-9) follows the paper's learning-rate schedule (``schedule.py``).
+
+On a GPU the host only queues work, and a step is as fast as the GPU only if the
+host never waits for it. So a step reads nothing back from the device: batches
+are collated ahead by a background thread (``data.batching.Prefetcher``) and
+carry their token counts and non-pad positions from the host; the loss sums and
+a divergence flag stay on the device, and fused Adam skips its update from the
+first step whose loss is not finite on (``found_inf``, as under a gradient
+scaler) without the host looking. The training session (``session.py``) reads the sums
+once per log interval (``Trainer.interval_sums``), and the flag before each
+checkpoint, and ``TrainingDiverged`` is raised there, with the weights as they were
+before the first bad step. One bf16 autocast context spans the step's micro-batches,
+so each weight is cast to bf16 once per step, not once per micro-batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
+
+from transformer_core.data.batching import BatchStream, Prefetcher, TokenBucketSampler
+from transformer_core.data.dataset import ParallelDataset
+from transformer_core.data.token_counts import TokenCounts
+from transformer_core.device import (
+    autocast_dtype,
+    length_multiple,
+    use_compile,
+)
+from transformer_core.errors import UserError
+from transformer_core.evaluation.perplexity import Perplexity, dataset_batches, summed_nll
+from transformer_core.model.checkpoint import rng_state, set_rng_state
+from transformer_core.model.config import ModelConfig
+from transformer_core.model.transformer import Transformer
+from transformer_core.settings import TrainConfig
+from transformer_core.training import distributed
+from transformer_core.training.distributed import DistContext
+from transformer_core.training.loss import projected_label_smoothed_loss
+from transformer_core.training.schedule import learning_rate
+
+
+class TrainingDiverged(UserError):
+    """The run diverged (``divergence.py``): it stops, and its checkpoints stay as they were."""
+
+
+# -- model + loss --------------------------------------------------------------------------------
+
+
+class LossModel(nn.Module):
+    """The Transformer and its loss in one forward (what DDP wraps).
+
+    The pre-softmax projection (tied to the embedding, as ``Transformer.project``),
+    the largest matrix multiplication for a big vocabulary, runs fused with the
+    loss and only on the non-pad target positions.
+    """
+
+    def __init__(self, model: Transformer, compile: bool = False):
+        super().__init__()
+        self.model = model
+        # torch.compile of the encoder and decoder stacks (the loss stays eager: its chunk
+        # loop depends on the number of tokens). Dynamic shapes: one graph for every batch.
+        self.compiled = compile
+        self.decoder_states = (
+            torch.compile(self._decoder_states, dynamic=True) if compile else self._decoder_states
+        )
+
+    def _decoder_states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """The last decoder layer's output (B, T, d_model): ``Transformer.decode`` without the
+        projection, which is fused into the loss."""
+        model = self.model
+        memory, src_mask = model.encode(src)
+        y = model.embed(tgt_in)
+        for layer in model.decoder_layers:
+            y = layer(y, memory, src_mask)
+        return y
+
+    def forward(
+        self,
+        src: Tensor,
+        tgt_in: Tensor,
+        tgt_out: Tensor,
+        epsilon: float,
+        target_index: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Summed label-smoothed loss and NLL; ``target_index``: ``Batch.target_index``."""
+        model = self.model
+        out = projected_label_smoothed_loss(
+            self.decoder_states(src, tgt_in),
+            model.embedding.weight,
+            tgt_out,
+            epsilon,
+            model.cfg.pad_id,
+            target_index,
+        )
+        return out.loss, out.nll
+
+
+@dataclass
+class StepResult:
+    """What the host knows of one optimizer step without reading the device: global
+    (all-rank) token counts and the learning rate. The loss is read per log interval."""
+
+    tgt_tokens: int
+    src_tokens: int
+    lr: float
+
+
+@dataclass
+class IntervalStats:
+    """Token counts since the last log line."""
+
+    tgt_tokens: int = 0
+    src_tokens: int = 0
+    steps: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    def add(self, r: StepResult) -> None:
+        self.tgt_tokens += r.tgt_tokens
+        self.src_tokens += r.src_tokens
+        self.steps += 1
+
+
+def seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+
+
+def _no_buffer_sync() -> dict:
+    """DDP need not broadcast buffers before each forward: the only one is the constant sinusoid table."""
+    params = inspect.signature(DistributedDataParallel.__init__).parameters
+    key = "forward_sync_buffers" if "forward_sync_buffers" in params else "broadcast_buffers"
+    return {key: False}
+
+
+def _adam_kwargs(device: torch.device) -> dict:
+    """Fused Adam where torch has it for the device (CPU and CUDA in recent torch): fewer passes."""
+    try:
+        torch.optim.Adam([torch.zeros(1, device=device, requires_grad=True)], fused=True)
+    except (RuntimeError, TypeError):
+        return {}
+    return {"fused": True}
+
+
+class Trainer:
+    """Model, optimizer, data stream and counters of one rank; ``train_step`` is one optimizer step."""
+
+    def __init__(
+        self, model_cfg: ModelConfig, cfg: TrainConfig, ctx: DistContext, train_set: ParallelDataset
+    ):
+        self.model_cfg, self.cfg, self.ctx = model_cfg, cfg, ctx
+        seed_everything(cfg.seed)  # the same initial weights on every rank
+        self.model = Transformer(model_cfg).to(ctx.device)
+        compiled = use_compile(ctx.device, cfg.compile, "train")
+        self.loss_model: nn.Module = LossModel(self.model, compiled)
+        if ctx.distributed:
+            self.loss_model = DistributedDataParallel(
+                self.loss_model,
+                device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
+                gradient_as_bucket_view=True,
+                **_no_buffer_sync(),
+            )
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(),
+            lr=0.0,
+            betas=(cfg.adam_beta1, cfg.adam_beta2),
+            eps=cfg.adam_eps,
+            **_adam_kwargs(ctx.device),
+        )
+        # Fused Adam takes found_inf: it skips the update on the device when the flag is set.
+        self.skips_on_device = bool(self.optimizer.defaults.get("fused"))
+        self.autocast = autocast_dtype(ctx.device, cfg.precision)
+        seed_everything(cfg.seed + ctx.rank)  # dropout masks differ between ranks
+        self.sampler = TokenBucketSampler(
+            train_set.src_lens,
+            train_set.tgt_lens,
+            cfg.max_tokens,
+            seed=cfg.seed,
+            rank=ctx.rank,
+            world_size=ctx.world_size,
+            batch_tokens=cfg.batch_tokens(ctx.world_size),
+        )
+        self.accumulation = cfg.accumulation(ctx.world_size)
+        self.compiled = compiled
+        self.stream = self._batches(train_set)
+        self.step = 0
+        self.counts = TokenCounts()  # global, over all ranks
+        self.wall_before = 0.0  # training seconds of earlier sessions of this run
+        # On the device: this rank's loss sums since the last read, and the first step whose
+        # loss was not finite (0: none).
+        self._loss_sum = torch.zeros((), device=ctx.device)
+        self._nll_sum = torch.zeros((), device=ctx.device)
+        self._bad_step = torch.zeros((), dtype=torch.long, device=ctx.device)
+
+    def _batches(self, dataset: ParallelDataset, epoch: int = 0, index: int = 0) -> Prefetcher:
+        """This rank's micro-batches from (epoch, index), collated ahead (and pinned for a GPU)."""
+        device = self.ctx.device
+        stream = BatchStream(
+            dataset, self.sampler, self.model_cfg, epoch, index, length_multiple(device)
+        )
+        return Prefetcher(stream, depth=2 * self.accumulation, pin_memory=device.type == "cuda")
+
+    def close(self) -> None:
+        """Stop the batch prefetch thread."""
+        self.stream.close()
+
+    def _autocast(self, enabled: bool = True) -> contextlib.AbstractContextManager:
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.ctx.device.type, dtype=self.autocast, enabled=enabled)
+
+    def train_step(self) -> StepResult:
+        """One optimizer step, queued without reading anything back from the device.
+
+        A step whose loss is not finite, and every step after it, leaves the weights and
+        the optimizer as they were (on the device, through fused Adam's ``found_inf``);
+        the next ``interval_sums`` or ``raise_if_diverged`` raises TrainingDiverged. Where
+        Adam is not fused, the step reads its loss and raises at once.
+        """
+        device = self.ctx.device
+        batches = [self.stream.next() for _ in range(self.accumulation)]
+        counts = TokenCounts()
+        for batch in batches:
+            counts.merge(batch.counts)
+        global_counts = TokenCounts(
+            *map(round, distributed.all_reduce_sum(list(asdict(counts).values()), self.ctx))
+        )
+        scale = self.ctx.world_size / global_counts.tgt_tokens
+        lr = learning_rate(
+            self.step + 1,
+            self.model_cfg.d_model,
+            self.cfg.warmup,
+            self.cfg.lr_scale,
+            self.cfg.cooldown,
+            self.cfg.steps,
+        )
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        loss_sum = torch.zeros((), device=device)
+        nll_sum = torch.zeros((), device=device)
+        self.model.train()
+        # One autocast context for the whole step: autocast caches its bf16 copy of each
+        # weight until its outermost context exits, here after the last micro-batch (and
+        # before the optimizer changes the weights). Backward runs with autocast off.
+        with self._autocast():
+            for i, batch in enumerate(batches):
+                last = i == len(batches) - 1
+                sync = (
+                    contextlib.nullcontext()
+                    if last or not self.ctx.distributed
+                    else self.loss_model.no_sync()
+                )
+                src, tgt_in, tgt_out, target_index = (
+                    t.to(device, non_blocking=True)
+                    for t in (batch.src, batch.tgt_in, batch.tgt_out, batch.target_index)
+                )
+                with sync:
+                    loss, nll = self.loss_model(
+                        src, tgt_in, tgt_out, self.model_cfg.label_smoothing, target_index
+                    )
+                    with self._autocast(enabled=False):
+                        (loss * scale).backward()
+                loss_sum += loss.detach()
+                nll_sum += nll
+        bad = (~(torch.isfinite(loss_sum) & torch.isfinite(nll_sum))).to(torch.float32)
+        distributed.all_reduce_(bad, self.ctx, op="max")  # every rank skips the same steps
+        self._bad_step = torch.where(
+            (self._bad_step == 0) & (bad > 0), self.step + 1, self._bad_step
+        )
+        if self.skips_on_device:
+            self.optimizer.found_inf = (self._bad_step > 0).to(torch.float32)
+        else:
+            self.raise_if_diverged()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self._loss_sum += loss_sum
+        self._nll_sum += nll_sum
+        self.step += 1
+        self.counts.merge(global_counts)
+        return StepResult(global_counts.tgt_tokens, global_counts.src_tokens, lr)
+
+    def interval_sums(self) -> tuple[float, float]:
+        """The label-smoothed loss and NLL summed over all ranks and the steps since the last
+        call: the loop's one read of the device per log interval. Raises TrainingDiverged
+        if a step's loss was not finite."""
+        sums = distributed.all_reduce_(torch.stack([self._loss_sum, self._nll_sum]), self.ctx)
+        loss, nll, bad_step = torch.cat([sums.double(), self._bad_step.double()[None]]).tolist()
+        self._loss_sum.zero_()
+        self._nll_sum.zero_()
+        self._check(int(bad_step))
+        return loss, nll
+
+    def raise_if_diverged(self) -> None:
+        """Raise TrainingDiverged if a step's loss was not finite (one read of the device)."""
+        self._check(int(self._bad_step.item()))
+
+    def _check(self, bad_step: int) -> None:
+        if bad_step:
+            raise TrainingDiverged(
+                f"loss is not finite at step {bad_step}; the weights are as they were before it"
+            )
+
+    @torch.no_grad()
+    def evaluate(self, dataset: ParallelDataset) -> dict[str, float]:
+        """Dev loss (NLL per target token, no label smoothing) and perplexity, over all ranks.
+
+        ``dev_loss_wrong_src`` is the same loss with each batch's sources rotated by one
+        sentence, so every target is scored against another sentence's source. While it
+        stays as low as ``dev_loss`` the model ignores its source (a collapse into a
+        language model that BLEU shows only after decoding); a learning model opens a gap.
+        (A batch of one sentence keeps its own source: batches hold sentences of like length,
+        so this happens only for the longest few.)
+        """
+        cfg, ctx = self.model_cfg, self.ctx
+        loss_model = self.loss_model.module if ctx.distributed else self.loss_model
+
+        # fp32 whatever the training precision: dev PPL is a reported number (Table 3), and
+        # `transformer-core ppl` (fp32 by default) must give the same one.
+        def nll(src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
+            return loss_model(src, tgt_in, tgt_out, 0.0)[1]
+
+        def nll_of_wrong_sources(src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
+            return loss_model(src.roll(1, dims=0), tgt_in, tgt_out, 0.0)[1]
+
+        def batches() -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+            return dataset_batches(
+                dataset,
+                self.cfg.max_tokens,
+                cfg.pad_id,
+                cfg.bos_id,
+                cfg.eos_id,
+                rank=ctx.rank,
+                world_size=ctx.world_size,
+            )
+
+        self.model.eval()
+        right = summed_nll(nll, batches(), cfg.pad_id, ctx.device)
+        wrong = summed_nll(nll_of_wrong_sources, batches(), cfg.pad_id, ctx.device)
+        self.model.train()
+        nll_sum, wrong_sum, tokens, sentences = distributed.all_reduce_sum(
+            [right.nll_sum, wrong.nll_sum, right.tokens, right.sentences], ctx
+        )
+        dev, wrong = (
+            Perplexity(total, int(tokens), int(sentences)) for total in (nll_sum, wrong_sum)
+        )
+        return {
+            "dev_loss": dev.nll_per_token,
+            "dev_ppl": dev.perplexity,
+            "dev_loss_wrong_src": wrong.nll_per_token,
+        }
+
+    # -- checkpoint state --------------------------------------------------------------------
+    def state(self, wall_seconds: float, metrics: dict[str, Any]) -> dict[str, Any]:
+        """Everything but model_config/model for ``save_checkpoint``; collective (gathers RNG states)."""
+        return {
+            "step": self.step,
+            "optimizer": self.optimizer.state_dict(),
+            "schedule": {
+                "d_model": self.model_cfg.d_model,
+                "warmup": self.cfg.warmup,
+                "lr_scale": self.cfg.lr_scale,
+                "cooldown": self.cfg.cooldown,
+                "steps": self.cfg.steps,
+            },
+            "rng": distributed.gather_objects(rng_state(), self.ctx),
+            "data": {**self.stream.position, "world_size": self.ctx.world_size},
+            "train_config": self.cfg.to_dict(),
+            "token_counts": asdict(self.counts),
+            "wall_seconds": wall_seconds,
+            "metrics": metrics,
+        }
+
+    def load_state(self, payload: dict[str, Any], log: Callable[[str], None]) -> None:
+        """Continue from a checkpoint ``payload`` (loaded on the CPU)."""
+        self.model.load_state_dict(payload["model"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.step = int(payload["step"])
+        self.counts = TokenCounts(**payload["token_counts"])
+        self.wall_before = float(payload["wall_seconds"])
+        data = payload["data"]
+        epoch, index = int(data["epoch"]), int(data["index"])
+        if (
+            int(data["world_size"]) == self.ctx.world_size
+            and len(payload["rng"]) == self.ctx.world_size
+        ):
+            set_rng_state(payload["rng"][self.ctx.rank])
+        else:
+            # Another number of devices: the per-rank batches and RNG streams cannot continue
+            # exactly; keep the share of the epoch already seen and reseed from the step.
+            index = -(-index * int(data["world_size"]) // self.ctx.world_size)
+            seed_everything(self.cfg.seed + self.ctx.rank + 1_000_003 * self.step)
+            log(
+                f"note: the checkpoint was written by {data['world_size']} rank(s), this run has "
+                f"{self.ctx.world_size}; continuing at epoch {epoch}, batch {index}, not bit-identically"
+            )
+        dataset = self.stream.stream.dataset
+        self.stream.close()
+        self.stream = self._batches(dataset, epoch, index)

@@ -1,0 +1,301 @@
+"""Checks of the workflow configuration that a JSON schema cannot express.
+
+The schema (workflow/schemas/config.schema.yaml) checks types and ranges; this
+module checks that names refer to things that exist (Table 3 rows, pairs,
+datasets, a local mirror directory, Table 4's treebank and corpus) and that the
+scale rule fits every experiment. Each error names the config key. Snakemake
+calls ``check`` before any job runs; it is plain Python so it is unit-tested here.
+
+Table 4's runs reuse the translation rules: each trains on a data folder with a
+pair-like name (``PARSING_PAIRS``), so ``data/parse_treebank/...`` and
+``runs/parse_treebank/parsing/...`` sit beside ``data/en_de/...``.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from transformer_core.errors import ConfigError, UserError
+from transformer_core.model.config import TABLE3_ROWS, ModelConfig
+from transformer_core.parsing.corpora import wsj_section_files
+from transformer_core.settings import AUTO, config_key, decode_fields
+from transformer_core.workflow_plan.scaling import scaled_model_overrides, scaled_steps
+
+MIRROR_SCHEMES = ("http", "https", "ftp", "file")
+PARSING_EXPERIMENT = "parsing"
+# Table 4's training settings (paper rows "WSJ only" and "semi-supervised") -> data folder.
+PARSING_PAIRS = {"wsj_only": "parse_treebank", "semi_supervised": "parse_semi"}
+_WSJ_NEEDED = (
+    "table4.treebank_dir: give the folder of the LDC WSJ treebank (treebank_3/parsed/mrg, LDC99T42; "
+    "it cannot be downloaded)"
+)
+
+
+# Every key the workflow's rules read. Each shipped configuration sets all of them itself
+# (tests/unit/test_hostile_inputs.py): a file given with --configfile replaces config/config.yaml
+# instead of extending it, and a key left out takes the schema's default, which Snakemake
+# then names (``defaulted_keys``).
+RULE_KEYS = (
+    "scale",
+    "mirror",
+    "scale_rule.width_divisor",
+    "scale_rule.layer_divisor",
+    "scale_rule.step_divisor",
+    "train.tokens_per_step",
+    "train.max_tokens",
+    "train.warmup",
+    "train.lr_scale",
+    "train.seed",
+    "train.log_interval",
+    "train.precision",
+    "models.base.checkpoint_interval",
+    "models.base.average_last",
+    "models.big.checkpoint_interval",
+    "models.big.average_last",
+    *(f"decode.{config_key(f)}" for f in decode_fields() if f.name != "tree_constraint"),
+    "decode.max_tokens",
+    "decode.precision",
+    "table2.models",
+    "table2.pairs",
+    "table3.pair",
+    "table3.rows",
+    "threads.train",
+    "threads.translate",
+    "threads.bleu_curve",
+    "threads.attention_figures",
+)
+TABLE4_KEYS = (
+    "table4.treebank",
+    "table4.linearization",
+    "table4.split_by_unicode_script",
+    "table4.vocab_size",
+    "table4.semi_supervised_dir",
+    *(f"table4.decode.{config_key(f)}" for f in decode_fields()),
+    "table4.decode.max_tokens",
+    "table4.decode.precision",
+)
+TABLE4_KIND_KEYS = {
+    "wsj": ("table4.treebank_dir",),
+    "nltk": ("table4.treebank_zip", "table4.held_out_files"),
+    "smoke": ("table4.smoke.train", "table4.smoke.dev", "table4.smoke.test", "table4.smoke.seed"),
+}
+
+
+def lookup(config: Any, key: str) -> tuple[bool, Any]:
+    for part in key.split("."):
+        if not isinstance(config, dict) or part not in config:
+            return False, None
+        config = config[part]
+    return True, config
+
+
+# More values than any configuration of this project holds (the paper's: a few hundred).
+CONFIG_VALUES_LIMIT = 100_000
+
+
+def check_size(config: dict[str, Any], limit: int = CONFIG_VALUES_LIMIT) -> None:
+    """ConfigError, naming the top-level key, when one expands to more than ``limit``
+    values: YAML aliases (``&a`` ... ``*a``) nested in each other load as shared
+    references in no time, but every walk over them (the schema check, its error message)
+    visits each copy, and a few lines can stand for 10^9 values. Counts at most ``limit``."""
+    for key, value in config.items():
+        count, stack = 0, [value]
+        while stack:
+            item = stack.pop()
+            count += 1
+            if count > limit:
+                raise ConfigError(
+                    f"{key}: expands to more than {limit:,} values "
+                    "(YAML aliases, & and *, nested in each other?)"
+                )
+            if isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, (list, tuple)):
+                stack.extend(item)
+
+
+def defaulted_keys(config: dict[str, Any]) -> list[str]:
+    """The keys the rules read that ``config`` (as written, before schema defaults) leaves out."""
+    keys = list(RULE_KEYS)
+    keys += [
+        f"pairs.{name}.{field}"
+        for name in config.get("pairs") or {}
+        for field in ("dataset", "vocab_size")
+    ]
+    if config.get("table4"):
+        table4 = config["table4"]
+        keys += TABLE4_KEYS + TABLE4_KIND_KEYS.get(table4.get("treebank", "wsj"), ())
+        if table4.get("semi_supervised_dir"):
+            keys.append("table4.semi_supervised_vocab_size")
+    return [key for key in keys if not lookup(config, key)[0]]
+
+
+def job_threads(setting: int | str, cores: int | None) -> int:
+    """The threads a job asks Snakemake for: ``threads.<rule>`` as a number, or for ``auto``
+    every core Snakemake has (``workflow.cores``: --cores, or the CPUs of a cluster job's
+    allocation), which it then lowers to what it gives the job."""
+    if setting == AUTO:
+        return max(1, cores or 1)
+    return int(setting)
+
+
+def rank_threads(threads: int, gpus: int) -> int:
+    """torch threads of each rank of a training job: a job on G GPUs runs G processes
+    (torchrun), which share the job's threads rather than each taking them all."""
+    return max(1, threads // max(1, gpus))
+
+
+def _from_here(path: str | Path) -> str:
+    """``path`` relative to the working directory when it lies below it (Snakemake records
+    configuration files as absolute paths), else as it is."""
+    path, here = Path(path), Path.cwd()
+    if path.is_absolute() and path.is_relative_to(here):
+        return str(path.relative_to(here))
+    return str(path)
+
+
+def run_options(configfiles: list[str], overrides: dict[str, Any]) -> str:
+    """This run's ``--configfile`` and ``--config`` options, shell-quoted, for the hints that
+    print a snakemake command (the report's "builds it"): copied as printed, the command then
+    runs the configuration that made the hint, not config/config.yaml. Values are written as
+    Snakemake's --config parser reads them back (``snakemake.cli.parse_config``): a mapping or
+    list in YAML flow style, a scalar as Python prints it (``True``, ``0.5``), empty for None.
+    ``overrides`` are the ``--config`` values alone, not the configuration files' contents."""
+    words = []
+    if configfiles:
+        words += ["--configfile", *map(_from_here, configfiles)]
+    if overrides:
+        words.append("--config")
+        for key, value in overrides.items():
+            if isinstance(value, (dict, list)):
+                text = yaml.safe_dump(
+                    value, default_flow_style=True, sort_keys=False, width=math.inf
+                ).strip()
+            else:
+                text = "" if value is None else str(value)
+            words.append(f"{key}={text}")
+    return shlex.join(words)
+
+
+def experiments(config: dict[str, Any]) -> list[str]:
+    """Every experiment the configuration trains, Table 2 presets first, without repeats."""
+    names = list(config["table2"]["models"]) + list(config["table3"]["rows"])
+    if table4_unavailable(config) is None:
+        names.append(PARSING_EXPERIMENT)
+    return list(dict.fromkeys(names))
+
+
+def table4_unavailable(config: dict[str, Any]) -> str | None:
+    """Why Table 4 cannot be built, naming the key; None when it can.
+
+    ``treebank: wsj`` with an empty ``treebank_dir`` is config/config.yaml's
+    placeholder for the licensed treebank: Table 4 is then left out of the default
+    target, and asking for it is an error that says which key to set.
+    """
+    table4 = config.get("table4")
+    if not table4:
+        return "Table 4 needs a table4 section in the configuration (config/README.md)"
+    if table4.get("treebank", "wsj") == "wsj" and not table4.get("treebank_dir"):
+        return f"{_WSJ_NEEDED} to build Table 4"
+    return None
+
+
+def parsing_runs(config: dict[str, Any]) -> dict[str, str]:
+    """Table 4 setting -> data folder of every parsing run the configuration trains.
+
+    The treebank-only run whenever Table 4 can be built; the semi-supervised one
+    only when ``table4.semi_supervised_dir`` names a corpus.
+    """
+    if table4_unavailable(config) is not None:
+        return {}
+    settings = ["wsj_only"] + (
+        ["semi_supervised"] if config["table4"].get("semi_supervised_dir") else []
+    )
+    return {setting: PARSING_PAIRS[setting] for setting in settings}
+
+
+def check(config: dict[str, Any], known_datasets: tuple[str, ...] | None = None) -> None:
+    """Raise ConfigError naming the key of the first inconsistency found."""
+    pairs = config["pairs"]
+    for i, pair in enumerate(config["table2"]["pairs"]):
+        if pair not in pairs:
+            raise ConfigError(
+                f"table2.pairs[{i}]: {pair!r} is not a key of pairs ({', '.join(pairs)})"
+            )
+    if config["table3"]["pair"] not in pairs:
+        raise ConfigError(
+            f"table3.pair: {config['table3']['pair']!r} is not a key of pairs ({', '.join(pairs)})"
+        )
+    for i, row in enumerate(config["table3"]["rows"]):
+        if row not in TABLE3_ROWS:
+            raise ConfigError(
+                f"table3.rows[{i}]: unknown row {row!r}; known: {', '.join(TABLE3_ROWS)}"
+            )
+    if known_datasets is not None:
+        for name, pair in pairs.items():
+            if pair["dataset"] not in known_datasets:
+                raise ConfigError(
+                    f"pairs.{name}.dataset: unknown dataset {pair['dataset']!r}; known: {', '.join(known_datasets)}"
+                )
+    mirror = config.get("mirror", "")
+    if mirror and "://" in mirror and mirror.split("://", 1)[0] not in MIRROR_SCHEMES:
+        raise ConfigError(
+            f"mirror: {mirror!r} is not a URL prefix of {', '.join(MIRROR_SCHEMES)} "
+            "(or give a directory)"
+        )
+    if mirror and "://" not in mirror and not Path(mirror).is_dir():
+        what = "is a file, not a directory" if Path(mirror).exists() else "does not exist"
+        raise ConfigError(f"mirror: {mirror!r} {what} (give a directory or a URL prefix)")
+    ModelConfig.from_dict(config.get("model", {}))  # an unknown key or a bad value names model.KEY
+    rule = config["scale_rule"]
+    for name in experiments(config):
+        scaled_model_overrides(name, rule["width_divisor"], rule.get("layer_divisor", 1))
+        scaled_steps(name, rule["step_divisor"])
+    if config.get("table4"):
+        check_table4(config)
+
+
+def check_table4(config: dict[str, Any]) -> None:
+    """Table 4's inputs exist: the treebank of its kind, the semi-supervised corpus if named.
+
+    An empty ``treebank_dir`` for ``treebank: wsj`` passes: it is the placeholder
+    of config/config.yaml (see ``table4_unavailable``).
+    """
+    table4 = config["table4"]
+    for name in PARSING_PAIRS.values():
+        if name in config["pairs"]:
+            raise ConfigError(
+                f"pairs.{name}: the name is Table 4's parsing data folder; rename the pair"
+            )
+    kind = table4.get("treebank", "wsj")
+    if kind == "wsj" and table4.get("treebank_dir"):
+        try:
+            wsj_section_files(table4["treebank_dir"])
+        except UserError as err:
+            raise ConfigError(f"table4.treebank_dir: {err}") from None
+    elif kind == "nltk":
+        archive = table4.get("treebank_zip", "")
+        if not archive or not Path(archive).is_file():
+            raise ConfigError(
+                f"table4.treebank_zip: {archive!r} is not a file; give NLTK's treebank.zip "
+                "(nltk_data/corpora/treebank.zip) for table4.treebank: nltk"
+            )
+        if not zipfile.is_zipfile(archive):
+            raise ConfigError(f"table4.treebank_zip: {archive} is not a zip file")
+    corpus = table4.get("semi_supervised_dir", "")
+    if corpus:
+        missing = [
+            name for name in ("train.words", "train.tree") if not (Path(corpus) / name).is_file()
+        ]
+        if missing:
+            raise ConfigError(
+                f"table4.semi_supervised_dir: {corpus} lacks {' and '.join(missing)} (a parsed corpus "
+                "in the format of `transformer-core treebank`: one sentence per line in train.words, "
+                "its linearized tree in train.tree)"
+            )
