@@ -1,5 +1,5 @@
 """Beam-4 decoding on one CPU thread: the project (fp32, bf16, int8) beside CTranslate2 (float32,
-int8, through ``transformer_core.decoding.export``) and, at the base shape, HF Marian.
+int8, through ``transformer_core.decoding.export_ctranslate2``) and, at the base shape, HF Marian.
 
 Three benchmarks, each engine given the same sources in the same batches:
 
@@ -43,7 +43,7 @@ import torch
 from bench.bench_checks import cpu_model
 from bench.bench_decode import marian_beam_search, marian_model, our_model
 from bench.hardware import result_path
-from transformer_core.decoding.export import SUPPRESSED_PIECES, ctranslate2_spec
+from transformer_core.decoding.export_ctranslate2 import SUPPRESSED_PIECES, ctranslate2_spec
 from transformer_core.decoding.translate import make_batches
 from transformer_core.device import cpu_has_native_bf16
 

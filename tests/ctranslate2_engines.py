@@ -10,7 +10,7 @@ import pytest
 import sentencepiece as spm
 import torch
 
-from transformer_core.decoding.export import SPM_NAME, SUPPRESSED_PIECES
+from transformer_core.decoding.export_ctranslate2 import SPM_NAME, SUPPRESSED_PIECES
 from transformer_core.decoding.search import beam_search_nbest
 
 needs_ctranslate2 = pytest.mark.skipif(

@@ -32,7 +32,7 @@ COMPILE_MODES = (AUTO, "on", "off")  # device.use_compile says what each means
 QUANTIZE_MODES = ("off", "int8")  # translate --quantize: quantize.int8_model
 # transformer-core export: the engines, and the CPU weight types of CTranslate2's converter
 # (int8 and int16 quantize the matrices, activations are quantized at run time).
-EXPORT_FORMATS = ("ctranslate2",)
+EXPORT_FORMATS = ("ctranslate2", "transformers")
 EXPORT_QUANTIZATIONS = ("float32", "int8", "int16")
 INFERENCE_MAX_TOKENS = 4096  # tokens per batch of decoding and of `ppl`: speed and memory only
 SPM_SAMPLE_SIZE = 10_000_000  # lines sentencepiece trains on at most (bounds its memory)
@@ -242,6 +242,12 @@ class TrainConfig(RuntimeSettings):
         1, "--seed", "random seed (rank r uses seed + r for dropout)", type=parse_seed
     )
     log_interval: int = option(100, "--log-interval", "log every L steps", metavar="L")
+    tensorboard: bool = option(
+        True,
+        "--tensorboard",
+        "write the logged values as TensorBoard scalars into RUN_DIR/tensorboard, where the "
+        "tensorboard package is installed (the monitor extra)",
+    )
 
     # Settings that change the trajectory: a resumed run must use the same values.
     TRAJECTORY = (
@@ -386,14 +392,9 @@ class PrepareSettings:
 
 @dataclass(frozen=True)
 class DecodeOptions:
-    """Search settings (``decoding/search.py``); the defaults are the paper's translation setup, and the CLI's.
-
-    Here, beside the other configuration dataclasses, so that ``transformer-core --help``
-    reads the defaults without importing torch. Each field with a flag is declared once
-    here: ``commands.add_decode_arguments`` makes the flags of ``translate`` and
-    ``bleu_curve`` from these fields, and the workflow passes its ``decode`` settings (Table
-    4's for the parsing runs) through ``decode_flags``; the schema's ``decode`` section is
-    tested against them (``tests/unit/test_config.py``).
+    """Search settings (``decoding/search.py``); the defaults are the paper's translation setup,
+    and the CLI's (``translate`` and ``bleu_curve``; the workflow's ``decode`` section, Table 4's
+    for the parsing runs, through ``decode_flags``).
 
     The maximum output length is ``max_len_a * source length + max_len_b``
     (``max_output_lengths``); ``min_len`` forbids EOS before that many real tokens

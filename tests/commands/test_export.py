@@ -21,12 +21,12 @@ from ctranslate2_engines import (
     needs_ctranslate2,
 )
 
-from transformer_core.decoding.export import (
-    MARKER,
+from transformer_core.decoding.export_ctranslate2 import (
     SUPPRESSED_PIECES,
     check_exportable,
     export_ctranslate2,
 )
+from transformer_core.decoding.export_folder import MARKER
 from transformer_core.errors import UserError
 from transformer_core.model.checkpoint import save_checkpoint
 

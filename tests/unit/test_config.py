@@ -236,7 +236,7 @@ def test_train_config_and_the_schema_agree_field_by_field():
     train = schema["properties"]["train"]["properties"]
     checkpointing = schema["$defs"]["checkpointing"]["properties"]
     table4 = schema["properties"]["table4"]["properties"]["train"]["properties"]
-    json_type = {int: "integer", float: "number"}
+    json_type = {int: "integer", float: "number", bool: "boolean"}
     for f in config_fields(TrainConfig):
         key = config_key(f)
         section = checkpointing if f.metadata.get("by_experiment") else train

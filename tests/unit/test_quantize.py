@@ -13,7 +13,7 @@ from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantizedLinear
 
 from transformer_core.decoding.inference import inference_model
 from transformer_core.decoding.quantize import check_int8_device, int8_model
-from transformer_core.decoding.search import beam_search
+from transformer_core.decoding.search import beam_search_nbest
 from transformer_core.errors import UserError
 
 SHAPE = dict(vocab_size=300, d_model=64, d_ff=256, d_k=16, d_v=16, max_positions=128)
@@ -37,10 +37,13 @@ def test_int8_copy_quantizes_every_matrix_product_and_leaves_the_model():
     with torch.no_grad():
         exact, approx = model(src, src), quantized(src, src)
     assert (exact - approx).norm() / exact.norm() < 0.1
-    same = sum(
-        a == b for a, b in zip(beam_search(model, src), beam_search(quantized, src), strict=True)
-    )
-    assert same >= 24, f"{same} of 32 beam-4 outputs as in fp32"
+    # Where fp32's best hypothesis is a near tie with its second, the int8 activations' rounding
+    # (which the CPU's kernels change) decides; where it wins by a margin, int8 must agree.
+    fp32 = beam_search_nbest(model, src, nbest=2)
+    int8 = beam_search_nbest(quantized, src, nbest=1)
+    clear = [(a[0], b[0]) for a, b in zip(fp32, int8, strict=True) if a[0].score - a[1].score > 0.5]
+    assert len(clear) >= 6  # enough clear choices to test
+    assert all(a.tokens == b.tokens for a, b in clear)
 
 
 def test_int8_is_refused_off_the_cpu_and_under_bf16():

@@ -48,8 +48,13 @@ def test_parsing_runs_take_table4_train_and_translation_runs_train():
     config["table4"]["train"].update(dropout=0.2, label_smoothing=0.0, d_model=192, d_k=24)
     plan = RunPlan(config)
     own, train = config["table4"]["train"], config["train"]
+    switches = ("--tensorboard", "--no-tensorboard")  # flags without a value
     parsing = plan.train_args("parse_treebank", "parsing-seed2")
     translation = plan.train_args("en_de", "base")
+    assert "--tensorboard" in parsing and "--tensorboard" in translation  # the schema's default
+    parsing, translation = (
+        [a for a in args if a not in switches] for args in (parsing, translation)
+    )
     assert parsing[:2] == ["--experiment", "parsing"] and "dropout=0.2" in parsing
     assert "label_smoothing=0.0" in parsing and "dropout=0.2" not in translation
     assert {"d_model=192", "d_k=24"} <= set(parsing) and "d_model=192" not in translation
@@ -215,6 +220,7 @@ def test_table_options_give_inputs_and_arguments_together():
     assert table4[:3] == ["--result", "wsj_only", 1] and "--treebank" in table4
     assert table4[table4.index("--beam") + 1] == "21"  # the note says how the rows decoded
     assert tables.table2_exports()[-1] == "exports/en_fr/big-seed2/ctranslate2-float32"
+    assert tables.table2_exports("transformers")[0] == "exports/en_de/base/transformers"
     assert tables.bootstrap_args()[0] == "--bootstrap-resamples"
 
 

@@ -63,10 +63,11 @@ def add_option(
     command's own words after the help. A boolean field is a ``--flag`` / ``--no-flag`` pair."""
     meta = f.metadata
     help = meta["help"] + note
-    if isinstance(f.default, bool):  # --flag / --no-flag
+    if isinstance(f.default, bool):  # --flag / --no-flag; None: the command's config decides
+        on = f.default if default is None else default
         parser.add_argument(
             meta["flag"], dest=f.name, action=argparse.BooleanOptionalAction, default=default,
-            help=f"{help} (default: {'on' if default else 'off'})",
+            help=f"{help} (default: {'on' if on else 'off'})",
         )  # fmt: skip
         return
     choices = meta.get("choices")

@@ -1,4 +1,5 @@
-"""``transformer-core export``: a checkpoint as a model folder another engine serves (CTranslate2)."""
+"""``transformer-core export``: a checkpoint as a model folder another engine serves: CTranslate2,
+or Hugging Face ``transformers`` (MarianMT)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from transformer_core.commands import add_model_files
 from transformer_core.settings import EXPORT_FORMATS, EXPORT_QUANTIZATIONS
 
 HELP = (
-    "Export a checkpoint and its sentencepiece model to a CTranslate2 model folder "
-    "(needs the serve extra: pip install -e '.[serve]')."
+    "Export a checkpoint and its sentencepiece model to a CTranslate2 model folder (the serve "
+    "extra) or a transformers MarianMT folder (the hf extra)."
 )
 
 
@@ -20,14 +21,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format",
         choices=EXPORT_FORMATS,
         default="ctranslate2",
-        help="the engine whose model folder is written (default: ctranslate2)",
+        help="the engine whose model folder is written: ctranslate2, or transformers "
+        "(MarianMTModel and MarianTokenizer load it with from_pretrained) (default: ctranslate2)",
     )
     parser.add_argument(
         "--quantization",
         choices=EXPORT_QUANTIZATIONS,
         default="float32",
-        help="the weight type stored: int8 and int16 quantize the matrices (activations are "
-        "quantized as the model runs), float32 keeps them as trained (default: float32)",
+        help="ctranslate2: the weight type stored: int8 and int16 quantize the matrices "
+        "(activations are quantized as the model runs), float32 keeps them as trained "
+        "(default: float32)",
+    )
+    parser.add_argument(
+        "--score",
+        metavar="JSON",
+        help="transformers: the model's `score` result, whose BLEU and signature the model card "
+        "states",
     )
     parser.add_argument(
         "--out",
@@ -43,22 +52,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import json
+    import shlex
     from pathlib import Path
 
     import torch
 
     from transformer_core.commands import check_outputs
-    from transformer_core.decoding.export import (
-        check_export_dir,
-        export_ctranslate2,
-        require_ctranslate2,
-    )
+    from transformer_core.decoding.export_folder import check_export_dir
     from transformer_core.decoding.translate import load_translation_model
+    from transformer_core.errors import UserError
     from transformer_core.files import check_input_file, sha256_of
+    from transformer_core.model.checkpoint import load_checkpoint
 
-    require_ctranslate2()  # before the work: a missing extra costs nothing
+    if args.format == "ctranslate2":
+        from transformer_core.decoding.export_ctranslate2 import (
+            export_ctranslate2,
+            require_ctranslate2,
+        )
+
+        require_ctranslate2()  # before the work: a missing extra costs nothing
+    else:
+        from transformer_core.decoding.export_transformers import (
+            export_transformers,
+            require_transformers,
+        )
+
+        require_transformers()
     check_input_file(args.checkpoint, "--checkpoint")
     check_input_file(args.spm, "--spm")
+    score = None
+    if args.score is not None:
+        check_input_file(args.score, "--score")
+        try:
+            score = json.loads(Path(args.score).read_text(encoding="utf-8"))
+            score["sacrebleu"], score["bleu_paper_style"]  # noqa: B018 (the card's two numbers)
+        except (ValueError, KeyError, TypeError) as err:
+            raise UserError(f"--score {args.score}: not a score file of `score` ({err})") from None
     check_export_dir(Path(args.out))
     check_outputs(folders={"--out": args.out})
     model, sp = load_translation_model(
@@ -69,8 +99,36 @@ def run(args: argparse.Namespace) -> int:
         "checkpoint_sha256": sha256_of(args.checkpoint),
         "spm_sha256": sha256_of(args.spm),
     }
-    out = export_ctranslate2(model, sp, args.spm, args.out, args.quantization, provenance)
-    print(
-        f"exported {args.checkpoint} to {out} ({args.format}, {args.quantization})", file=sys.stderr
-    )
+    if args.format == "ctranslate2":
+        out = export_ctranslate2(model, sp, args.spm, args.out, args.quantization, provenance)
+        made = f"ctranslate2, {args.quantization}"
+    else:
+        payload = load_checkpoint(args.checkpoint)
+        summary = Path(args.checkpoint).parent / "summary.json"  # the run's, beside last.pt
+        trained = json.loads(summary.read_text(encoding="utf-8")) if summary.is_file() else {}
+        facts = {
+            **provenance,
+            "experiment": payload.get("experiment") or trained.get("experiment"),
+            "train_config": payload.get("train_config") or trained.get("train_config"),
+            "averaged_steps": ", ".join(map(str, payload.get("steps") or [])) or None,
+            "score": score,
+            "command": shlex.join(
+                [
+                    "transformer-core",
+                    "export",
+                    "--checkpoint",
+                    str(args.checkpoint),
+                    "--spm",
+                    str(args.spm),
+                    "--format",
+                    "transformers",
+                    *(["--score", str(args.score)] if args.score else []),
+                    "--out",
+                    str(args.out),
+                ]
+            ),  # fmt: skip
+        }
+        out = export_transformers(model, sp, args.spm, args.out, facts)
+        made = "transformers, MarianMT"
+    print(f"exported {args.checkpoint} to {out} ({made})", file=sys.stderr)
     return 0

@@ -84,6 +84,10 @@ class RunPaths:
     def last(self) -> Path:
         return self.out_dir / "last.pt"
 
+    @property
+    def tensorboard(self) -> Path:
+        return self.out_dir / "tensorboard"
+
 
 class MetricsLog:
     """``metrics.jsonl``: one JSON object per line, appended by rank 0.
@@ -169,7 +173,8 @@ def settings_mismatch(
 
 
 def supersede(paths: RunPaths) -> Path:
-    """Move a run's checkpoints, metrics, summary and last.pt into ``superseded/N/``; returns it.
+    """Move a run's checkpoints, metrics, summary, last.pt and TensorBoard curves into
+    ``superseded/N/``; returns it.
 
     Nothing is deleted: a run made with other settings stays readable beside the new one.
     """
@@ -177,7 +182,7 @@ def supersede(paths: RunPaths) -> Path:
     number = 1 + max((int(p.name) for p in root.glob("*") if p.name.isdigit()), default=0)
     target = root / str(number)
     target.mkdir(parents=True)
-    for path in (paths.checkpoints, paths.metrics, paths.summary, paths.last):
+    for path in (paths.checkpoints, paths.metrics, paths.summary, paths.last, paths.tensorboard):
         if path.exists():
             path.rename(target / path.name)
     return target

@@ -35,6 +35,7 @@ from transformer_core.training.host_memory import keep_freed_memory
 from transformer_core.training.run_dir import RunDir, Start, run_summary
 from transformer_core.training.run_lock import run_lock
 from transformer_core.training.step import IntervalStats, StepResult, Trainer, TrainingDiverged
+from transformer_core.training.tensorboard import TrainingCurves, tensorboard_available
 
 
 def train(
@@ -132,15 +133,18 @@ class TrainingSession:
         """Train to the run's steps (paper section 5.1-5.4), then write its summary."""
         cfg, trainer = self.cfg, self.trainer
         self.begin()
-        while trainer.step < cfg.steps:
-            result, sums = self.step()  # one optimizer step over tokens_per_step target tokens
-            if sums is not None:
-                self.log_interval(result, *sums)  # loss, perplexity, learning rate, speed
-            if self.dev_set is not None and self.due(cfg.dev_every):
-                self.dev_score()  # dev loss and perplexity, and with shuffled sources
-            if self.due(cfg.checkpoint_interval):
-                self.checkpoint()  # everything an exact resume needs
-        return self.finish()
+        try:
+            while trainer.step < cfg.steps:
+                result, sums = self.step()  # one optimizer step over tokens_per_step targets
+                if sums is not None:
+                    self.log_interval(result, *sums)  # loss, perplexity, learning rate, speed
+                if self.dev_set is not None and self.due(cfg.dev_every):
+                    self.dev_score()  # dev loss and perplexity, and with shuffled sources
+                if self.due(cfg.checkpoint_interval):
+                    self.checkpoint()  # everything an exact resume needs
+            return self.finish()
+        finally:
+            self.curves.close()
 
     # --- the phases, in the loop's order ----------------------------------------------------
 
@@ -155,6 +159,10 @@ class TrainingSession:
             self.last_metrics = dict(start.payload.get("metrics", {}))
             self.log(f"resuming from {start.checkpoint} (step {trainer.step})")
         self.watch.replay(self.metrics_log.records)
+        # TensorBoard drops what a killed session wrote after the resumed checkpoint.
+        self.curves = TrainingCurves(
+            self.folder.paths.tensorboard, cfg.tensorboard and ctx.is_main, trainer.step + 1
+        )
         # The newest checkpoint written before the loss rose (divergence.py); pruning spares it.
         self.last_good = start.checkpoint if not self.watch.rising else None
         self.precision = run_precision(start.payload, precision_name(trainer.autocast))
@@ -168,6 +176,12 @@ class TrainingSession:
             f"device(s) for {cfg.tokens_per_step} target tokens per step; {cfg.steps} steps"
             f"{f', the last {cfg.cooldown} cooled down' if cfg.cooldown else ''}"
         )
+        if cfg.tensorboard and not tensorboard_available():
+            self.log(
+                "TensorBoard: not installed (pip install -e '.[monitor]'); curves in metrics.jsonl"
+            )
+        elif self.curves.active:
+            self.log(f"TensorBoard: tensorboard --logdir {self.folder.paths.tensorboard}")
         self.started = time.perf_counter()
         self.interval = IntervalStats()
 
@@ -216,6 +230,7 @@ class TrainingSession:
             "elapsed_s": self.wall(),
         }
         self.metrics_log.write(record)
+        self.curves.train(step, record, self.ctx.device)
         self.log(
             f"step {step}/{self.cfg.steps} | loss {record['loss']:.4f} | ppl {record['ppl']:.2f} | "
             f"lr {result.lr:.3e} | {record['tgt_tokens_per_s']:,.0f} tgt tok/s | "
@@ -234,6 +249,7 @@ class TrainingSession:
             raise self.diverged(why)
         self.last_metrics.update(dev, dev_step=step)
         self.metrics_log.write({"event": "dev", "step": step, **dev, "elapsed_s": self.wall()})
+        self.curves.dev(step, dev)
         self.log(
             f"step {step} | dev loss {dev['dev_loss']:.4f} | dev ppl {dev['dev_ppl']:.2f} | "
             f"dev loss with wrong sources {dev['dev_loss_wrong_src']:.4f}"

@@ -89,10 +89,11 @@ class TablePlan:
         table2 = self.config["table2"]
         return [(pair, model) for model in table2["models"] for pair in table2["pairs"]]
 
-    def table2_exports(self) -> list[str]:
-        """The float32 CTranslate2 export of every Table 2 model, once per seed."""
+    def table2_exports(self, engine: str = "ctranslate2-float32") -> list[str]:
+        """The export of every Table 2 model, once per seed: ``engine`` is the export folder's
+        name (the float32 CTranslate2 one, or ``transformers``)."""
         return [
-            f"exports/{pair}/{self.plan.run_name(model, seed)}/ctranslate2-float32"
+            f"exports/{pair}/{self.plan.run_name(model, seed)}/{engine}"
             for pair, model in self.table2_runs()
             for seed in self.plan.seeds
         ]

@@ -27,17 +27,15 @@ counted, where the paper (and ``search.length_penalty``) divides by GNMT's
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from transformer_core.decoding.export_folder import sentencepiece_vocabulary, write_export
 from transformer_core.errors import UserError
-from transformer_core.files import umask
 from transformer_core.model.transformer import (
     LAYER_NORM_EPS,
     MultiHeadAttention,
@@ -46,7 +44,6 @@ from transformer_core.model.transformer import (
 )
 from transformer_core.settings import EXPORT_QUANTIZATIONS
 
-MARKER = "export.json"  # written last into every export: what made it, and how to decode it
 SPM_NAME = "sentencepiece.model"
 # The pieces to suppress so that CTranslate2 searches like ``translate`` (see the docstring):
 # pad and BOS, as the project's sentencepiece models name them (export.json names each
@@ -166,25 +163,6 @@ def ctranslate2_spec(model: Transformer, pieces: list[str], specials: dict[str, 
     return spec
 
 
-def sentencepiece_vocabulary(sp) -> tuple[list[str], dict[str, str]]:
-    """The pieces of ``sp`` in id order, and its pad/unk/bos/eos pieces."""
-    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
-    ids = {"pad": sp.pad_id(), "unk": sp.unk_id(), "bos": sp.bos_id(), "eos": sp.eos_id()}
-    return pieces, {name: pieces[i] for name, i in ids.items()}
-
-
-def check_export_dir(out: Path) -> None:
-    """An existing ``out`` may be replaced only if it is an earlier export (it holds MARKER) or
-    empty: never a folder of something else."""
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file; give a folder for the exported model")
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
-        raise UserError(
-            f"--out {out} is a folder that holds something other than an export; "
-            "give a new or empty folder"
-        )
-
-
 def export_ctranslate2(
     model: Transformer,
     sp,
@@ -205,18 +183,15 @@ def export_ctranslate2(
         raise UserError(
             f"--quantization must be one of {', '.join(EXPORT_QUANTIZATIONS)}, got {quantization!r}"
         )
-    out = Path(out)
-    check_export_dir(out)
     pieces, specials = sentencepiece_vocabulary(sp)
     spec = ctranslate2_spec(model, pieces, specials)
     spec.validate()
     spec.optimize(quantization=quantization)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        spec.save(str(tmp))
-        shutil.copyfile(spm_path, tmp / SPM_NAME)
-        marker = {
+
+    def fill(folder: Path) -> dict:
+        spec.save(str(folder))
+        shutil.copyfile(spm_path, folder / SPM_NAME)
+        return {
             "format": "ctranslate2",
             "ctranslate2_version": ctranslate2.__version__,
             "quantization": quantization,
@@ -230,11 +205,5 @@ def export_ctranslate2(
             },
             **(provenance or {}),
         }
-        (tmp / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
-        tmp.chmod(0o777 & ~umask())  # mkdtemp's folder is private; an export is not
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+
+    return write_export(Path(out), fill)

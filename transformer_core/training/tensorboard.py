@@ -1,0 +1,83 @@
+"""Live training curves: what the training session logs, as TensorBoard scalars in the run folder.
+
+At each log interval the session already holds the interval's loss, perplexity, learning rate
+and speed on the host (``session.TrainingSession.log_interval``), and after each dev scoring
+the dev loss and perplexity; this writes those values, and on GPUs the peak memory torch's
+allocator reports (a host-side count), so watching a run costs no device read. Only rank 0
+writes, into ``RUN_DIR/tensorboard``. A resumed run continues its curves: the writer tells
+TensorBoard to drop whatever a killed session wrote after the checkpoint it resumes from
+(``purge_step``), so no step shows twice.
+
+On when the ``tensorboard`` package is installed (the ``monitor`` extra), off with
+``train.tensorboard: false`` or ``--no-tensorboard``. ``tensorboard --logdir runs/`` shows every
+run of a workflow.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# metrics.jsonl's keys and the curve each becomes.
+TRAIN_CURVES = {
+    "loss": "train/loss",
+    "ppl": "train/perplexity",
+    "lr": "train/learning_rate",
+    "tgt_tokens_per_s": "train/target_tokens_per_second",
+}
+DEV_CURVES = {
+    "dev_loss": "dev/loss",
+    "dev_ppl": "dev/perplexity",
+    "dev_loss_wrong_src": "dev/loss_with_wrong_sources",
+}
+
+
+def tensorboard_available() -> bool:
+    """Whether the ``tensorboard`` package that torch's writer needs is installed."""
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class TrainingCurves:
+    """A TensorBoard writer of one session's curves, or nothing where it is off."""
+
+    def __init__(self, folder: Path, enabled: bool, first_step: int):
+        """Write into ``folder`` where ``enabled`` and TensorBoard is installed; the session's
+        first step is ``first_step`` (what earlier sessions wrote from it on is dropped)."""
+        self.writer = None
+        if enabled and tensorboard_available():
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(log_dir=str(folder), purge_step=first_step)
+
+    @property
+    def active(self) -> bool:
+        return self.writer is not None
+
+    def train(self, step: int, record: dict[str, Any], device: torch.device) -> None:
+        """The log interval's ``record`` (metrics.jsonl's), and the GPU's peak memory."""
+        if self.writer is None:
+            return
+        for key, tag in TRAIN_CURVES.items():
+            self.writer.add_scalar(tag, record[key], step)
+        if device.type == "cuda":
+            peak = torch.cuda.max_memory_allocated(device) / 2**30
+            self.writer.add_scalar("train/peak_memory_gib", peak, step)
+        self.writer.flush()
+
+    def dev(self, step: int, scores: dict[str, float]) -> None:
+        """A dev scoring's loss and perplexity, with right and wrong sources."""
+        if self.writer is None:
+            return
+        for key, tag in DEV_CURVES.items():
+            self.writer.add_scalar(tag, scores[key], step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
