@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import tempfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -70,8 +71,9 @@ def _temporary_beside(target: Path, mode: str, **kwargs: Any) -> Iterator[tuple[
     target.parent.mkdir(parents=True, exist_ok=True)
     if "b" not in mode:
         kwargs.setdefault("encoding", "utf-8")
-    _remove_orphans(target)
-    fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(target), suffix=".tmp", dir=target.parent)
+    for orphan in orphans(target):
+        orphan.unlink(missing_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(target), suffix=".tmp", dir=target.parent)
     try:
         os.chmod(tmp, 0o666 & ~umask())  # mkstemp makes 0600 files; outputs get the usual mode
         with os.fdopen(fd, mode, **kwargs) as handle:
@@ -81,19 +83,22 @@ def _temporary_beside(target: Path, mode: str, **kwargs: Any) -> Iterator[tuple[
             os.unlink(tmp)
 
 
-def _temporary_prefix(target: Path) -> str:
+def temporary_prefix(target: Path) -> str:
     """``.NAME.HOST-PID.``: a temporary file says which process on which host writes it."""
     return f".{target.name}.{socket.gethostname()}-{os.getpid()}."
 
 
-def _remove_orphans(target: Path) -> None:
-    """Delete the temporaries of ``target`` that writers killed on this host left behind
-    (their process is gone); a live writer's, or another host's, are left alone."""
+def orphans(target: Path, suffix: str = ".tmp") -> list[Path]:
+    """The temporaries of ``target`` (``temporary_prefix``, ending in ``suffix``) that writers
+    killed on this host left behind (their process is gone); a live writer's, or another
+    host's, are not among them."""
     prefix = f".{target.name}.{socket.gethostname()}-"
-    for path in target.parent.glob(glob.escape(prefix) + "*.tmp"):
+    found = []
+    for path in target.parent.glob(glob.escape(prefix) + "*" + glob.escape(suffix)):
         pid = path.name[len(prefix) :].split(".", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
-            path.unlink(missing_ok=True)
+            found.append(path)
+    return found
 
 
 def _alive(pid: int) -> bool:
@@ -159,12 +164,37 @@ def _check_writable_below(target: Path, what: str) -> None:
 
 
 def check_input_file(path: str | os.PathLike, what: str = "input") -> None:
-    """UserError, naming ``path``, unless it is an existing file (not a folder)."""
+    """UserError, naming ``path``, unless it exists and is not a folder (a file, or a device
+    or pipe such as ``/dev/null`` or ``/dev/stdin``, which read as a file does)."""
     source = Path(path)
     if source.is_dir():
         raise UserError(f"{what} {source} is a directory; give a file")
-    if not source.is_file():
+    if not source.exists():
         raise UserError(f"{what} {source}: no such file")
+
+
+def check_not_inputs(
+    outputs: dict[str, str | os.PathLike | None], inputs: dict[str, str | os.PathLike | None]
+) -> None:
+    """UserError when an output (option -> path; a file, or a folder that would be replaced)
+    is one of the command's inputs, or a folder holding one: the same file by path, link or
+    inode, so that writing the output would destroy what it is made from. Both are named."""
+    for out_option, out in outputs.items():
+        if out is None:
+            continue
+        target = Path(out).resolve()
+        for in_option, source in inputs.items():
+            if source is None or not Path(source).exists():
+                continue
+            same = target == Path(source).resolve() or (
+                target.exists() and os.path.samefile(target, source)
+            )
+            if same or target in Path(source).resolve().parents:
+                held = "is" if same else "holds"
+                raise UserError(
+                    f"{out_option} {out} {held} {in_option} {source}: writing it would destroy "
+                    "the input; give another output"
+                )
 
 
 def read_lines(
@@ -199,6 +229,12 @@ def read_lines(
     except UnicodeDecodeError as err:
         raise UserError(
             f"{path}: not UTF-8 text near line {len(lines) + 1} ({err.reason})"
+        ) from None
+    except gzip.BadGzipFile:
+        raise UserError(f"{path}: named .gz but not gzip data") from None
+    except (EOFError, zlib.error) as err:
+        raise UserError(
+            f"{path}: the gzip data is cut off or damaged after line {len(lines)} ({err})"
         ) from None
     return lines
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,13 +31,11 @@ DEVICES = (AUTO, "cpu", "cuda")  # device.resolve_device says what each means
 PRECISIONS = (AUTO, "fp32", "bf16")  # device.autocast_dtype says what each means
 COMPILE_MODES = (AUTO, "on", "off")  # device.use_compile says what each means
 QUANTIZE_MODES = ("off", "int8")  # translate --quantize: quantize.int8_model
-# transformer-core export: the engines, and the CPU weight types of CTranslate2's converter
-# (int8 and int16 quantize the matrices, activations are quantized at run time).
+# export: the engines, and CTranslate2's CPU weight types (int8, int16: quantized matrices)
 EXPORT_FORMATS = ("ctranslate2", "transformers")
 EXPORT_QUANTIZATIONS = ("float32", "int8", "int16")
 INFERENCE_MAX_TOKENS = 4096  # tokens per batch of decoding and of `ppl`: speed and memory only
 SPM_SAMPLE_SIZE = 10_000_000  # lines sentencepiece trains on at most (bounds its memory)
-
 SEEDS = 2**32  # a seed is an integer from 0 to 2^32-1: numpy's and sacreBLEU's range
 
 
@@ -184,9 +183,7 @@ class TrainConfig(RuntimeSettings):
     # ``by_experiment``: the preset decides when the option is left out (``for_experiment``).
     steps: int = option(100_000, "--steps", "optimizer steps", by_experiment=True)
     # The paper's 25000 over 8 GPUs: one micro-batch each, no accumulation.
-    max_tokens: int = option(
-        3125, "--max-tokens", "tokens per micro-batch per device, per side, padding included"
-    )
+    max_tokens: int = option(3125, "--max-tokens", "padded tokens per micro-batch per device, side")
     tokens_per_step: int = option(
         25_000,
         "--tokens-per-step",
@@ -393,13 +390,10 @@ class PrepareSettings:
 @dataclass(frozen=True)
 class DecodeOptions:
     """Search settings (``decoding/search.py``); the defaults are the paper's translation setup,
-    and the CLI's (``translate`` and ``bleu_curve``; the workflow's ``decode`` section, Table 4's
-    for the parsing runs, through ``decode_flags``).
-
-    The maximum output length is ``max_len_a * source length + max_len_b``
-    (``max_output_lengths``); ``min_len`` forbids EOS before that many real tokens
-    (0 for the paper's decoding; benchmarks use it to force equal output lengths).
-    """
+    and the CLI's (``translate``, ``bleu_curve``; the workflow's ``decode`` sections, through
+    ``decode_flags``). The maximum output length is ``max_len_a * source length + max_len_b``;
+    ``min_len`` forbids EOS before that many real tokens (0 for the paper's decoding;
+    benchmarks use it to force equal output lengths)."""
 
     beam: int = option(4, "--beam", "beam size; 1 is greedy")
     alpha: float = option(0.6, "--alpha", "length penalty ((5+|Y|)/6)^alpha")
@@ -422,6 +416,12 @@ class DecodeOptions:
     def __post_init__(self) -> None:
         if self.beam < 1:
             raise UserError(f"--beam must be at least 1, got {self.beam}")
+        for name in ("alpha", "max_len_a"):  # NaN or infinity makes every output one word
+            if not 0 <= (value := getattr(self, name)) < math.inf:
+                raise UserError(f"--{name.replace('_', '-')} must be finite and >= 0, got {value}")
+        if 2 * self.max_len_a + self.max_len_b < 1:  # a one-word source: its piece and EOS
+            raise UserError(f"--max-len-a {self.max_len_a} --max-len-b {self.max_len_b}: a "
+                            "one-word source (2 tokens) would get no output token")  # fmt: skip
 
 
 # The paper's parsing search (section 6.3): beam 21, alpha 0.3, maximum output length input + 300.

@@ -9,6 +9,10 @@ engines rank what follows differently: CTranslate2's ``min_decoding_length`` is 
 """
 
 import json
+import os
+import shutil
+import socket
+import subprocess
 
 import pytest
 import sentencepiece as spm
@@ -110,3 +114,59 @@ def test_shapes_ctranslate2_cannot_express_are_refused():
     check_exportable(tiny_model(tiny_config()))  # h * d_k == d_model: fine
     with pytest.raises(UserError, match="d_k=4, d_v=8"):
         check_exportable(tiny_model(tiny_config(d_k=4)))  # a Table 3 row (B) shape
+
+
+@needs_ctranslate2
+def test_a_reexport_replaces_only_what_an_export_wrote(tmp_path, spm_model):
+    checkpoint(tmp_path / "model.pt")
+    out = tmp_path / "ct2"
+    args = ("--checkpoint", tmp_path / "model.pt", "--spm", spm_model, "--out", out)
+    assert export_cli(*args).returncode == 0
+    (out / "NOTES.txt").write_text("keep me\n")
+    proc = export_cli(*args)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "holds NOTES.txt, which no export wrote" in proc.stderr
+    assert (out / "NOTES.txt").read_text() == "keep me\n" and (out / "model.bin").is_file()
+
+    (out / "NOTES.txt").unlink()
+    inside = out / "model.pt"
+    shutil.copy(tmp_path / "model.pt", inside)  # exporting a checkpoint kept in its own export
+    proc = export_cli("--checkpoint", inside, "--spm", spm_model, "--out", out)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"--out {out} holds --checkpoint {inside}" in proc.stderr
+    assert inside.is_file() and (out / "model.bin").is_file()
+
+
+@needs_ctranslate2
+@pytest.mark.parametrize("target", ["folder", "dangling"])
+def test_an_export_into_a_symbolic_link_is_refused(tmp_path, spm_model, target):
+    checkpoint(tmp_path / "model.pt")
+    link = tmp_path / "link"
+    (tmp_path / "elsewhere").mkdir()
+    link.symlink_to(tmp_path / ("elsewhere" if target == "folder" else "gone"))
+    proc = export_cli("--checkpoint", tmp_path / "model.pt", "--spm", spm_model, "--out", link)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"--out {link} is a symbolic link" in proc.stderr
+
+
+@needs_ctranslate2
+def test_what_killed_exports_left_is_cleaned_and_a_set_aside_export_put_back(tmp_path, spm_model):
+    checkpoint(tmp_path / "model.pt")
+    out = tmp_path / "ct2"
+    args = ("--checkpoint", tmp_path / "model.pt", "--spm", spm_model, "--out", out)
+    assert export_cli(*args).returncode == 0
+    ended = subprocess.Popen(["true"])  # noqa: S607
+    ended.wait()
+    prefix = f".ct2.{socket.gethostname()}-{ended.pid}."
+    half_built = tmp_path / f"{prefix}a1.tmp"  # killed while writing its files
+    half_built.mkdir()
+    (half_built / "model.bin").write_bytes(b"half")
+    out.rename(tmp_path / f"{prefix}b2.old")  # killed between its two renames
+    live = tmp_path / f".ct2.{socket.gethostname()}-{os.getpid()}.c3.tmp"  # a running export's
+    live.mkdir()
+
+    proc = export_cli(*args, "--quantization", "int8")
+    assert proc.returncode == 0, proc.stderr
+    assert f"put back {out}" in proc.stderr
+    assert '"quantization": "int8"' in (out / MARKER).read_text()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".ct2.")) == [live.name]

@@ -459,12 +459,12 @@ def test_prepare_counts_and_reports_bytes_that_are_not_utf8(tmp_path, capsys):
 
 
 def test_temporaries_of_killed_writers_are_cleaned_by_the_next_write(tmp_path):
-    from transformer_core.files import _temporary_prefix, atomic_write_text
+    from transformer_core.files import atomic_write_text, temporary_prefix
 
     target = tmp_path / "out.txt"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()  # fmt: skip
-    mine = _temporary_prefix(target)
+    mine = temporary_prefix(target)
     orphan = tmp_path / f"{mine.rsplit('-', 1)[0]}-{dead}.abc.tmp"
     orphan.write_text("half")
     live = tmp_path / f"{mine}live.tmp"  # this process's: a writer still at work

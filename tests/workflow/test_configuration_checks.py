@@ -10,7 +10,7 @@ from conftest import ROOT, snakemake, snakemake_on
 from transformer_core.errors import ConfigError
 from transformer_core.workflow_plan.config_checks import (
     check,
-    check_size,
+    check_values,
     experiments,
     job_threads,
     rank_threads,
@@ -133,9 +133,9 @@ def alias_bomb(depth):
 def test_a_yaml_alias_bomb_stops_at_once_naming_a_key(tmp_path):
     """Issue 29: 10^9 values in 10 lines; refused by the first walk, in seconds."""
     config = yaml.safe_load(alias_bomb(3))
-    check_size(config)  # 1,000 values pass
+    check_values(config)  # 1,000 values pass
     with pytest.raises(ConfigError, match="a4: expands to more than 100,000 values"):
-        check_size(yaml.safe_load(alias_bomb(9)))
+        check_values(yaml.safe_load(alias_bomb(9)))
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text(alias_bomb(9))
     proc = snakemake(

@@ -123,7 +123,8 @@ def test_payloads_in_every_rule_are_quoted_in_a_dry_run(tmp_path):
 def test_treebank_archive_payload_is_quoted(tmp_path):
     archive = tmp_path / f"treebank{MARK}.zip"
     with zipfile.ZipFile(archive, "w") as zf:
-        zf.writestr("treebank/combined/wsj_0001.mrg", "")
+        for i in range(1, 6):  # 2 dev and 2 test files leave one to train on
+            zf.writestr(f"treebank/combined/wsj_000{i}.mrg", "")
     config = copy.deepcopy(SMOKE)
     config["table4"] = {
         "treebank": "nltk",

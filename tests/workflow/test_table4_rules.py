@@ -106,8 +106,9 @@ def test_missing_inputs_are_config_errors_naming_the_key(tmp_path, table4, key, 
 def test_nltk_zip_and_reserved_pair_names(tmp_path):
     archive = tmp_path / "treebank.zip"
     with zipfile.ZipFile(archive, "w") as zf:
-        zf.writestr("treebank/combined/wsj_0001.mrg", "( (S (NN a)) )")
-    check(with_table4(PAPER, treebank="nltk", treebank_zip=str(archive)))
+        for i in range(1, 6):
+            zf.writestr(f"treebank/combined/wsj_000{i}.mrg", "( (S (NN a)) )")
+    check(with_table4(PAPER, treebank="nltk", treebank_zip=str(archive), held_out_files=2))
     config = with_table4(SMOKE)
     config["pairs"]["parse_treebank"] = config["pairs"]["en_de"]
     with pytest.raises(ConfigError, match="pairs.parse_treebank: the name is Table 4's"):

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from transformer_core.errors import UserError
     from transformer_core.evaluation.bleu import read_pair
     from transformer_core.evaluation.curves import bleu_by_step, spaced
-    from transformer_core.files import atomic_write_text, check_output, read_lines
+    from transformer_core.files import atomic_write_text, check_not_inputs, check_output, read_lines
     from transformer_core.model.checkpoint import (
         check_spm,
         list_checkpoints,
@@ -63,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
     options = decode_options(args)
     runtime = settings_of(InferenceSettings, args)
     check_output(args.out, "--out")
+    check_not_inputs(
+        {"--out": args.out}, {"--input": args.input, "--ref": args.ref, "--spm": args.spm}
+    )
     _, refs = read_pair(args.input, args.ref)  # same line counts, else an error
     checkpoints = spaced(list_checkpoints(Path(args.run_dir) / "checkpoints"), args.checkpoints)
     if not checkpoints:

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from transformer_core.decoding.export_folder import check_export_dir
     from transformer_core.decoding.translate import load_translation_model
     from transformer_core.errors import UserError
-    from transformer_core.files import check_input_file, sha256_of
+    from transformer_core.files import check_input_file, check_not_inputs, sha256_of
     from transformer_core.model.checkpoint import load_checkpoint
 
     if args.format == "ctranslate2":
@@ -89,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
             score["sacrebleu"], score["bleu_paper_style"]  # noqa: B018 (the card's two numbers)
         except (ValueError, KeyError, TypeError) as err:
             raise UserError(f"--score {args.score}: not a score file of `score` ({err})") from None
+    check_not_inputs(
+        {"--out": args.out},
+        {"--checkpoint": args.checkpoint, "--spm": args.spm, "--score": args.score},
+    )
     check_export_dir(Path(args.out))
     check_outputs(folders={"--out": args.out})
     model, sp = load_translation_model(

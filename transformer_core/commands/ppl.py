@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from transformer_core.data.binarized import read_header
     from transformer_core.device import precision_name, setup_device
     from transformer_core.evaluation.perplexity import dataset_perplexity
-    from transformer_core.files import atomic_write_text, check_output
+    from transformer_core.files import atomic_write_text, check_not_inputs, check_output
     from transformer_core.model.checkpoint import (
         check_data_fingerprint,
         load_checkpoint,
@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     runtime = settings_of(InferenceSettings, args)
     check_output(args.out, "--out")
+    check_not_inputs({"--out": args.out}, {"--checkpoint": args.checkpoint})
     device, autocast = setup_device(runtime)
     payload = load_checkpoint(args.checkpoint, map_location=device)
     check_data_fingerprint(

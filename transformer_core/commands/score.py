@@ -9,7 +9,12 @@ import json
 from transformer_core.errors import UserError
 from transformer_core.evaluation.bleu import score_files
 from transformer_core.evaluation.significance import RESAMPLES, SEED, score_intervals
-from transformer_core.files import atomic_write_text, check_input_file, check_output
+from transformer_core.files import (
+    atomic_write_text,
+    check_input_file,
+    check_not_inputs,
+    check_output,
+)
 from transformer_core.settings import parse_seed
 
 HELP = "BLEU of a detokenized hypothesis file: paper-style (tokenized, ##AT##) and sacreBLEU 13a."
@@ -57,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     check_input_file(args.hyp, "--hyp")
     check_input_file(args.ref, "--ref")
     check_output(args.out, "--out")
+    check_not_inputs({"--out": args.out}, {"--hyp": args.hyp, "--ref": args.ref})
     if not _has_text(args.hyp) and not _has_text(args.ref):
         raise UserError(f"{args.hyp} and {args.ref} are both empty: there is nothing to score")
     result = score_files(args.hyp, args.ref, args.lang)

@@ -48,12 +48,22 @@ def run(args: argparse.Namespace) -> int:
         translate_lines,
     )
     from transformer_core.device import cpu_threads, precision_name, setup_device, use_compile
-    from transformer_core.files import atomic_write_text, check_input_file, check_output, read_lines
+    from transformer_core.files import (
+        atomic_write_text,
+        check_input_file,
+        check_not_inputs,
+        check_output,
+        read_lines,
+    )
 
     options = decode_options(args)  # checks --beam
     runtime = settings_of(InferenceSettings, args)
     check_output(args.output, "--output")  # before the decode, not after it
     check_input_file(args.input, "--input")
+    check_not_inputs(
+        {"--output": args.output},
+        {"--input": args.input, "--checkpoint": args.checkpoint, "--spm": args.spm},
+    )
     int8 = args.quantize == "int8"
     if int8 and runtime.precision == AUTO:
         runtime = dataclasses.replace(runtime, precision="fp32")

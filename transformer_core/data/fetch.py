@@ -5,11 +5,15 @@ mirror directory (its root, then its ``mirror_dirs``), and is otherwise
 downloaded from a URL mirror or from its own URL into ``CACHE/NAME.part``.
 A download cut off mid-transfer resumes from the bytes already on disk (HTTP
 Range), both within one run (retries) and across runs (the ``.part`` file).
-Every file is checked against its registry checksum before use: a file that
-fails is rejected (a cached or downloaded one is deleted) and never
-extracted. Archives are extracted member by member into a fresh folder named
+Every file is checked against its registry size and checksum before use: a
+file that fails is rejected (a cached or downloaded one is deleted) and never
+extracted; a server that announces another size is refused before any byte is
+written. Archives are extracted member by member into a fresh folder named
 after the archive's checksum, renamed into place only when complete, so a bad
-archive can never overwrite good extracted data.
+archive can never overwrite good extracted data. Members are matched by their
+path in one spelling (``./training/x`` is ``training/x``); a member whose path
+leaves the archive's folder (absolute, ``..``) is never matched, so nothing is
+ever written outside the extraction folder.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from http.client import HTTPException
 from pathlib import Path
 from typing import IO
 
-from transformer_core.data.registry import FileEntry
+from transformer_core.data.registry import FileEntry, member_path
 from transformer_core.errors import UserError
 
 CHUNK = 1 << 20
@@ -51,8 +55,10 @@ def file_digests(path: Path) -> dict[str, str]:
     return {"sha256": sha256.hexdigest(), "md5": md5.hexdigest()}
 
 
-def checksum_error(path: Path, entry: FileEntry) -> str | None:
-    """Why ``path`` is not ``entry`` (a checksum mismatch), or None when it matches."""
+def verification_error(path: Path, entry: FileEntry) -> str | None:
+    """Why ``path`` is not ``entry`` (its size, then its checksums), or None when it matches."""
+    if entry.size is not None and (size := path.stat().st_size) != entry.size:
+        return f"{path}: {size} bytes, the registry expects {entry.size}"
     if not (entry.sha256 or entry.md5):
         return None
     digests = file_digests(path)
@@ -67,17 +73,21 @@ def is_url(location: str) -> bool:
     return location.startswith(("http://", "https://", "file://"))
 
 
-def _log(message: str) -> None:
+def log(message: str) -> None:
+    """One progress line of the download on stderr."""
     print(f"[download] {message}", file=sys.stderr, flush=True)
 
 
-def http_download(url: str, part: Path, retries: int = 5, timeout: float = 60.0) -> None:
+def http_download(
+    url: str, part: Path, retries: int = 5, timeout: float = 60.0, size: int | None = None
+) -> None:
     """Download ``url`` into ``part``, resuming from the bytes already in ``part``.
 
     A connection that drops mid-transfer is retried (up to ``retries`` times,
     with back-off) with ``Range: bytes=N-``; a server that ignores the range
     (200 instead of 206) makes the download restart from zero.
-    Raises ``Unavailable`` when the server cannot be reached or refuses.
+    Raises ``Unavailable`` when the server cannot be reached or refuses, or
+    announces a length other than ``size`` (the registry's, when it has one).
     """
     part.parent.mkdir(parents=True, exist_ok=True)
     attempt = 0
@@ -92,7 +102,12 @@ def http_download(url: str, part: Path, retries: int = 5, timeout: float = 60.0)
                 if have and status != 206:
                     have = 0  # the server sent the whole file
                 total = response.headers.get("Content-Length")
-                _log(
+                if size is not None and total is not None and int(total) + have != size:
+                    raise Unavailable(
+                        f"{url}: the server announces {int(total) + have} bytes, "
+                        f"the registry expects {size}"
+                    )
+                log(
                     f"{url}: {'resuming at ' + str(have) if have else 'starting'}"
                     f"{f', {int(total) + have} bytes' if total else ''}"
                 )
@@ -114,7 +129,7 @@ def http_download(url: str, part: Path, retries: int = 5, timeout: float = 60.0)
                 raise Unavailable(
                     f"{url}: cut off after {got} bytes ({err}); run again to resume"
                 ) from None
-            _log(f"{url}: interrupted at {got} bytes ({err}); retry {attempt}/{retries}")
+            log(f"{url}: interrupted at {got} bytes ({err}); retry {attempt}/{retries}")
             time.sleep(min(2.0 ** (attempt - 1) * 0.1, 10.0))
 
 
@@ -141,18 +156,18 @@ class Fetcher:
         """A verified local copy of ``entry`` (cache or local mirror), without any network."""
         cached = self.cache / entry.name
         if cached.is_file():
-            error = checksum_error(cached, entry)
+            error = verification_error(cached, entry)
             if error is None:
                 return cached
-            _log(f"rejecting cached file: {error}; deleting it")
+            log(f"rejecting cached file: {error}; deleting it")
             cached.unlink()
         for candidate in self._mirror_candidates(entry):
             path = Path(candidate)
             if not is_url(candidate) and path.is_file():
-                error = checksum_error(path, entry)
+                error = verification_error(path, entry)
                 if error is None:
                     return path
-                _log(f"rejecting mirror file: {error}")
+                log(f"rejecting mirror file: {error}")
         return None
 
     def can_download(self, entry: FileEntry) -> bool:
@@ -170,64 +185,81 @@ class Fetcher:
             raise Unavailable(f"{entry.name}: not in the cache or the mirror, and it has no URL")
         reasons = []
         part = self.cache / f"{entry.name}.part"
+        if entry.size is not None and part.is_file() and part.stat().st_size > entry.size:
+            part.unlink()  # longer than the file: not a beginning of it
         for url in urls:
             try:
-                http_download(url, part, retries=self.retries)
+                http_download(url, part, retries=self.retries, size=entry.size)
             except Unavailable as err:
                 reasons.append(str(err))
                 continue
-            error = checksum_error(part, entry)
+            error = verification_error(part, entry)
             if error is not None:
                 part.unlink()
                 reasons.append(f"{url}: rejected, {error}")
                 continue
             os.replace(part, self.cache / entry.name)
-            _log(f"{entry.name}: verified and stored in {self.cache}")
+            log(f"{entry.name}: verified and stored in {self.cache}")
             return self.cache / entry.name
         raise Unavailable("; ".join(reasons))
 
     def extract(self, archive: Path, entry: FileEntry, members: Iterable[str]) -> dict[str, Path]:
-        """Extract ``members`` of the tar ``archive`` (once per archive content); their paths."""
+        """Extract ``members`` (paths as ``registry.member_path`` spells them) of the tar
+        ``archive``, once per archive content; the paths of those the archive holds.
+
+        A member the archive lacks is left out of the result (the caller may have another
+        way to get it); an archive that cannot be read to its end is a ``UserError``.
+        """
         members = sorted(set(members))
         digest = entry.sha256 or entry.md5 or file_digests(archive)["sha256"]
         folder = self.cache / "extracted" / f"{entry.name}.{digest[:12]}"
         paths = {m: folder / m for m in members}
-        missing = [m for m in members if not paths[m].is_file()]
+        missing = {m for m in members if not paths[m].is_file()}
         if not missing:
             return paths
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=folder.parent))
         try:
-            _extract_members(archive, set(missing), tmp)
-            for member in missing:  # only complete members are moved into place
+            found = _extract_members(archive, missing, tmp)
+            for member in found:  # only complete members are moved into place
                 paths[member].parent.mkdir(parents=True, exist_ok=True)
                 os.replace(tmp / member, paths[member])
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        return paths
+        return {m: path for m, path in paths.items() if m not in missing or m in found}
 
 
-def _extract_members(archive: Path, wanted: set[str], dest: Path) -> None:
-    """Stream through ``archive`` once, writing the ``wanted`` members under ``dest``."""
+def _extract_members(archive: Path, wanted: set[str], dest: Path) -> set[str]:
+    """Stream through ``archive`` once, writing the ``wanted`` members under ``dest``
+    (each at its ``member_path``); the members found."""
+    found: set[str] = set()
+    last = None
     try:
         with tarfile.open(archive, "r:*") as tar:
             for info in tar:
-                if info.name in wanted and info.isfile():
-                    target = dest / info.name
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    source = tar.extractfile(info)
-                    assert source is not None  # a regular file always has content
-                    with source, open(target, "wb") as out:
-                        shutil.copyfileobj(source, out, CHUNK)
-                    wanted.discard(info.name)
-                    if not wanted:
+                last = info.name
+                name = member_path(info.name)
+                if name in wanted and name not in found and info.isfile():
+                    _copy_member(tar, info, dest / name)
+                    found.add(name)
+                    if found == wanted:
                         break
     except (tarfile.TarError, EOFError, OSError, gzip.BadGzipFile) as err:
+        where = f"at member {last}" if last else "at its start"
         raise UserError(
-            f"{archive}: corrupt or unreadable archive ({err}); delete it and download again"
+            f"{archive}: corrupt or unreadable archive ({where}: {err}); "
+            "delete it and download again"
         ) from None
-    if wanted:
-        raise UserError(f"{archive}: members not found: {', '.join(sorted(wanted))}")
+    return found
+
+
+def _copy_member(tar: tarfile.TarFile, info: tarfile.TarInfo, target: Path) -> None:
+    """Write the regular file ``info`` of ``tar`` to ``target`` (a truncated one raises)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    source = tar.extractfile(info)
+    assert source is not None  # a regular file always has content
+    with source, open(target, "wb") as out:
+        shutil.copyfileobj(source, out, CHUNK)
 
 
 @contextlib.contextmanager

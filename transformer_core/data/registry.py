@@ -4,13 +4,21 @@ The registry is data, not code: URLs, archive members, checksums and line
 counts live in ``datasets.yaml`` (documented at its top), so adding a corpus
 or pinning a checksum is an edit there. This module only checks its shape and
 gives it types; a malformed entry is a ``ConfigError`` naming the key.
+
+``$TRANSFORMER_CORE_REGISTRY`` names another registry file, read instead of the
+shipped one by every command and by the workflow: the way to rehearse a download
+against other archives (a test's local server with shrunk copies, whose checksums
+cannot be the real ones) without touching the shipped entries. The manifest of a
+download records which registry file it used.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -19,6 +27,8 @@ from transformer_core.errors import ConfigError
 
 SPLITS = ("train", "dev", "test")
 REGISTRY_PATH = "datasets.yaml"
+REGISTRY_VARIABLE = "TRANSFORMER_CORE_REGISTRY"
+SHIPPED = "shipped"  # Registry.source of the package's own datasets.yaml
 
 
 @dataclass(frozen=True)
@@ -30,6 +40,7 @@ class FileEntry:
     sha256: str | None
     md5: str | None
     mirror_dirs: tuple[str, ...]
+    size: int | None = None  # bytes: a wrong file is refused before it is hashed
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,8 @@ class Dataset:
 class Registry:
     files: dict[str, FileEntry]
     datasets: dict[str, Dataset]
+    # The registry file read: SHIPPED, or the path $TRANSFORMER_CORE_REGISTRY names.
+    source: str = SHIPPED
 
     def dataset(self, name: str) -> Dataset:
         try:
@@ -101,7 +114,36 @@ def _source(raw: Any, where: str, files: dict[str, FileEntry]) -> Source:
     fmt = raw.get("format", "text")
     if fmt not in ("text", "sgm"):
         raise ConfigError(f"{where}.format: {fmt!r} is not 'text' or 'sgm'")
-    return Source(file=name, member=raw.get("member"), format=fmt)
+    member = raw.get("member")
+    if member is not None:
+        normalized = member_path(member)
+        if normalized is None:
+            raise ConfigError(
+                f"{where}.member: {member!r} must be a relative path inside the archive"
+            )
+        member = normalized
+    return Source(file=name, member=member, format=fmt)
+
+
+def member_path(name: str) -> str | None:
+    """An archive member's path in one spelling (``./a//b`` -> ``a/b``), or None for a
+    path that points outside the archive's folder (absolute, or with a ``..`` part)."""
+    if not isinstance(name, str) or name.startswith("/"):
+        return None
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if not parts or ".." in parts:
+        return None
+    return "/".join(parts)
+
+
+def _count(raw: Any, key: str, where: str, minimum: int) -> int | None:
+    """The optional integer ``raw[key]`` (at least ``minimum``), or None when absent."""
+    value = raw.get(key)
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or value < minimum
+    ):
+        raise ConfigError(f"{where}.{key}: must be an integer of at least {minimum}, got {value!r}")
+    return value
 
 
 def _dataset(name: str, raw: dict, files: dict[str, FileEntry]) -> Dataset:
@@ -127,7 +169,8 @@ def _dataset(name: str, raw: dict, files: dict[str, FileEntry]) -> Dataset:
                 )
                 if not alternatives:
                     raise ConfigError(f"{pw}.from: no alternatives")
-                parts.append(Part(_require(part, "name", pw), part.get("lines"), alternatives))
+                lines = _count(part, "lines", pw, 0)
+                parts.append(Part(_require(part, "name", pw), lines, alternatives))
             splits[split] = tuple(parts)
     else:
         for key in ("seed", *SPLITS):
@@ -152,7 +195,7 @@ def _dataset(name: str, raw: dict, files: dict[str, FileEntry]) -> Dataset:
     )
 
 
-def parse_registry(raw: dict) -> Registry:
+def parse_registry(raw: dict, source: str = SHIPPED) -> Registry:
     """Validate and type a registry mapping (the content of ``datasets.yaml``)."""
     files = {}
     for name, entry in _require(raw, "files", "registry").items():
@@ -168,18 +211,33 @@ def parse_registry(raw: dict) -> Registry:
             sha256=entry.get("sha256"),
             md5=entry.get("md5"),
             mirror_dirs=tuple(entry.get("mirror_dirs", ())),
+            size=_count(entry, "size", f"files.{name}", 1),
         )
     datasets = {
         name: _dataset(name, entry, files)
         for name, entry in _require(raw, "datasets", "registry").items()
     }
-    return Registry(files=files, datasets=datasets)
+    return Registry(files=files, datasets=datasets, source=source)
+
+
+def load_registry() -> Registry:
+    """The registry: the file ``$TRANSFORMER_CORE_REGISTRY`` names, else the one shipped
+    with the package (``transformer_core/data/datasets.yaml``)."""
+    return _load(os.environ.get(REGISTRY_VARIABLE) or SHIPPED)
 
 
 @cache
-def load_registry() -> Registry:
-    """The registry shipped with the package (``transformer_core/data/datasets.yaml``)."""
-    text = (
-        resources.files("transformer_core.data").joinpath(REGISTRY_PATH).read_text(encoding="utf-8")
-    )
-    return parse_registry(yaml.safe_load(text))
+def _load(source: str) -> Registry:
+    """The registry read from ``source`` (SHIPPED or a path), parsed once per process."""
+    if source == SHIPPED:
+        files = resources.files("transformer_core.data")
+        return parse_registry(yaml.safe_load(files.joinpath(REGISTRY_PATH).read_text("utf-8")))
+    try:
+        text = Path(source).read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"${REGISTRY_VARIABLE}: cannot read {source}: {err.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"${REGISTRY_VARIABLE}: {source} is not valid YAML: {err}") from None
+    return parse_registry(raw, source=source)

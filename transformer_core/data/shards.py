@@ -1,7 +1,7 @@
 """Shards of a parallel training corpus: contiguous line ranges, found once, read by many jobs.
 
-The paper-scale corpora are too large for one process per stage (EN-FR: 36M
-pairs, hours on one core). The workflow therefore cuts the training corpus into
+The paper-scale corpora are too large for one process per stage (EN-FR: 40.8M
+raw pairs, hours on one core). The workflow therefore cuts the training corpus into
 N shards, runs ``prepare`` and ``binarize`` on each shard as separate jobs, and
 concatenates the results (``binarized.concatenate``, ``merge_reports``).
 
@@ -42,11 +42,11 @@ SIDES = ("src", "tgt")
 BLOCK_BYTES = 16 << 20
 # About 100 s of prepare + binarize on one core (~2,900 pairs/s): long enough that the
 # start of a job (a second locally, more as a cluster job) is noise, short enough that
-# EN-FR's 36M pairs make 120 jobs to spread over 8 or 32 cores.
+# EN-FR's 40.8M raw pairs (sharded before cleaning) make 128 jobs (the cap) for 8 or 32 cores.
 PAIRS_PER_SHARD = 300_000
 MAX_DEFAULT_SHARDS = 128
-# For a dataset whose size the registry does not record (the WMT14 training sets list
-# none): enough for a few million pairs.
+# For a dataset whose size the registry does not record (WMT14 EN-FR's corpora have no
+# sourced line counts): enough for a few million pairs.
 UNKNOWN_SIZE_SHARDS = 16
 
 

@@ -30,6 +30,7 @@ import random
 import re
 import shutil
 import sys
+import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,10 +119,17 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     path = Path(path)
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
+    size = path.stat().st_size
+    if not zipfile.is_zipfile(path):  # torch.save writes zip archives; a cut one has no end
+        raise CorruptCheckpoint(
+            f"{path} is not a checkpoint: not a whole file of torch.save ({size:,} bytes"
+            f"{', empty' if not size else ''})"
+        )
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises several types for corrupt files
-        raise CorruptCheckpoint(f"cannot read checkpoint {path}: {err}") from err
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CorruptCheckpoint(f"cannot read checkpoint {path}: {reason}") from err
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CorruptCheckpoint(
             f"{path} is not a transformer-core checkpoint (expected format {FORMAT!r})"

@@ -87,8 +87,9 @@ def read_wsj(directory: str | os.PathLike) -> dict[str, list[Tree]]:
     return splits
 
 
-def read_nltk_sample(zip_path: str | os.PathLike, held_out_files: int) -> dict[str, list[Tree]]:
-    """Cleaned trees of NLTK's treebank.zip: the last N files are test, the N before them dev."""
+def nltk_files(zip_path: str | os.PathLike, held_out_files: int) -> list[str]:
+    """The sorted ``.mrg`` members of NLTK's treebank.zip, checked to leave training files
+    after ``held_out_files`` dev and as many test files; a UserError naming the zip else."""
     zip_path = Path(zip_path)
     try:
         archive = zipfile.ZipFile(zip_path)
@@ -100,14 +101,19 @@ def read_nltk_sample(zip_path: str | os.PathLike, held_out_files: int) -> dict[s
         names = sorted(
             n for n in archive.namelist() if n.startswith(NLTK_MEMBER_PREFIX) and n.endswith(".mrg")
         )
-        if not names:
-            raise UserError(
-                f"{zip_path}: no {NLTK_MEMBER_PREFIX}*.mrg members (NLTK's treebank.zip?)"
-            )
-        if held_out_files < 1 or 2 * held_out_files >= len(names):
-            raise UserError(
-                f"--test-files {held_out_files}: need 1 <= N and 2N < {len(names)} files in {zip_path}"
-            )
+    if not names:
+        raise UserError(f"{zip_path}: no {NLTK_MEMBER_PREFIX}*.mrg members (NLTK's treebank.zip?)")
+    if held_out_files < 1 or 2 * held_out_files >= len(names):
+        raise UserError(
+            f"--test-files {held_out_files}: need 1 <= N and 2N < {len(names)} files in {zip_path}"
+        )
+    return names
+
+
+def read_nltk_sample(zip_path: str | os.PathLike, held_out_files: int) -> dict[str, list[Tree]]:
+    """Cleaned trees of NLTK's treebank.zip: the last N files are test, the N before them dev."""
+    names = nltk_files(zip_path, held_out_files)
+    with zipfile.ZipFile(zip_path) as archive:
         n = held_out_files
         groups = {"train": names[: -2 * n], "dev": names[-2 * n : -n], "test": names[-n:]}
         return {

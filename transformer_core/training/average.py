@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from transformer_core.errors import UserError
-from transformer_core.files import check_output
+from transformer_core.files import check_not_inputs, check_output
 from transformer_core.model.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from transformer_core.model.config import ModelConfig
 from transformer_core.training.run_dir import RunPaths
@@ -117,6 +117,9 @@ def last_checkpoints(run_dir: str | os.PathLike, n: int) -> list[Path]:
 def average_files(paths: list[str | os.PathLike], out: str | os.PathLike) -> ModelConfig:
     """Average checkpoint files into ``out`` (written atomically); returns the model config."""
     check_output(out, "--out")
+    check_not_inputs(
+        {"--out": out}, {f"checkpoint {i + 1} of {len(paths)},": p for i, p in enumerate(paths)}
+    )
     for i, path in enumerate(paths):
         for earlier in paths[:i]:
             if Path(path).exists() and Path(earlier).exists() and os.path.samefile(path, earlier):

@@ -3,13 +3,14 @@
 ``RUN_DIR`` holds ``checkpoints/step_NNNNNNN.pt`` (every ``checkpoint_interval`` steps
 and at the last step; the newest ``keep_last`` are kept), ``metrics.jsonl`` (one JSON
 object per log line or dev evaluation), ``summary.json`` (written last: its presence
-means the run finished), ``last.pt`` (the final checkpoint) and ``train.lock`` (held by
-the session training it: ``run_lock``). A run that cannot continue with new settings is
+means the run finished), ``last.pt`` (the final checkpoint), ``train.log`` (every session's
+log lines, appended: the workflow's own log of the job is replaced when Snakemake reruns it)
+and ``train.lock`` (held by the session training it: ``run_lock``). A run that cannot continue with new settings is
 moved to ``superseded/N/`` (``supersede``).
 
 Every checkpoint also holds the run's metrics lines up to its step (``metrics_log``), so
 the checkpoints alone rebuild the run's outputs: a resumed session rewrites
-``metrics.jsonl`` from the checkpoint it continues (``MetricsLog.restore``), and a
+``metrics.jsonl`` from the checkpoint it continues (``metrics_log.MetricsLog.restore``), and a
 finished run missing any of ``summary.json``, ``last.pt`` or ``metrics.jsonl`` (Snakemake
 deletes a job's outputs before it reruns it, e.g. after its inputs were rebuilt) is
 resumed at its last step, which writes all three again without training another step.
@@ -31,7 +32,6 @@ mistake fails before the data is read and the device is set up:
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import sys
@@ -57,6 +57,7 @@ from transformer_core.settings import TrainConfig
 from transformer_core.training import distributed
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.flops import paper_method_cost, training_flops
+from transformer_core.training.metrics_log import MetricsLog, metrics_whole
 
 # What a checkpoint needs beyond the model to be continued exactly.
 TRAINING_STATE = ("train_config", "optimizer", "step", "rng", "data", "token_counts")
@@ -88,54 +89,9 @@ class RunPaths:
     def tensorboard(self) -> Path:
         return self.out_dir / "tensorboard"
 
-
-class MetricsLog:
-    """``metrics.jsonl``: one JSON object per line, appended by rank 0.
-
-    ``records`` are all the run's lines so far; every checkpoint stores them
-    (``metrics_log``), so that ``restore`` can write the file as it was at that checkpoint.
-    """
-
-    def __init__(self, path: Path, enabled: bool):
-        self.path, self.enabled = path, enabled
-        self.records: list[dict[str, Any]] = []
-
-    def restore(self, payload: dict | None) -> None:
-        """Rewrite the file with the lines of the checkpoint ``payload`` continues (none: fresh).
-
-        Lines a killed session wrote after that checkpoint are dropped, and a deleted file is
-        whole again. A checkpoint written before checkpoints held the lines keeps the existing
-        file's lines up to its step; without that file, those lines are lost (said on stderr).
-        """
-        step = int(payload["step"]) if payload is not None else 0
-        stored = payload.get("metrics_log") if payload is not None else []
-        if stored is not None:
-            self.records = [dict(record) for record in stored]
-        elif self.enabled and self.path.exists():
-            lines = self.path.read_text(encoding="utf-8").splitlines()
-            records = (json.loads(line) for line in lines if line.strip())
-            self.records = [record for record in records if record.get("step", 0) <= step]
-        else:
-            self.records = []
-            if self.enabled:
-                print(
-                    f"{self.path} is missing and the checkpoint of step {step} predates "
-                    "checkpoints holding the metrics: the lines up to that step are lost",
-                    file=sys.stderr,
-                )
-        if self.enabled:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in self.records))
-
-    def write(self, record: dict[str, Any]) -> None:
-        """Append ``record``; a NaN or infinite number is written as null (valid JSON)."""
-        record = {k: None if isinstance(v, float) and not math.isfinite(v) else v
-                  for k, v in record.items()}  # fmt: skip
-        self.records.append(record)
-        if self.enabled:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record) + "\n")
+    @property
+    def log(self) -> Path:
+        return self.out_dir / "train.log"
 
 
 def settings_mismatch(
@@ -173,7 +129,7 @@ def settings_mismatch(
 
 
 def supersede(paths: RunPaths) -> Path:
-    """Move a run's checkpoints, metrics, summary, last.pt and TensorBoard curves into
+    """Move a run's checkpoints, metrics, summary, last.pt, TensorBoard curves and log into
     ``superseded/N/``; returns it.
 
     Nothing is deleted: a run made with other settings stays readable beside the new one.
@@ -182,7 +138,8 @@ def supersede(paths: RunPaths) -> Path:
     number = 1 + max((int(p.name) for p in root.glob("*") if p.name.isdigit()), default=0)
     target = root / str(number)
     target.mkdir(parents=True)
-    for path in (paths.checkpoints, paths.metrics, paths.summary, paths.last, paths.tensorboard):
+    run_files = (paths.checkpoints, paths.metrics, paths.summary, paths.last, paths.tensorboard)
+    for path in (*run_files, paths.log):
         if path.exists():
             path.rename(target / path.name)
     return target
@@ -264,8 +221,8 @@ def _decide(
     """Finished, resume, start over or fresh, for a session with these settings and flags.
 
     A finished run (``summary.json`` present, ``cfg.steps`` reached) made with the same
-    settings is left as it is, if ``last.pt`` and ``metrics.jsonl`` are there too; with
-    any of the three missing it is resumed at its last step, which rewrites them all
+    settings is left as it is, if ``last.pt`` is there too and ``metrics.jsonl`` holds the
+    lines its checkpoint recorded; with any of the three missing or cut it is resumed at its last step, which rewrites them all
     from the checkpoint (the run, its weights and its metrics unchanged). A run made with
     other settings (model, data, trajectory) is an error, or, with ``restart_if_changed``,
     is to be moved aside and training starts over: the workflow's mode, so that editing
@@ -278,7 +235,7 @@ def _decide(
         json.loads(paths.summary.read_text(encoding="utf-8")) if paths.summary.exists() else {}
     )
     why = settings_mismatch(payload, model_cfg, cfg, spm_sha256)
-    complete = paths.last.exists() and paths.metrics.exists()
+    complete = paths.last.exists() and metrics_whole(paths.metrics, payload)
     if (
         why is None
         and complete

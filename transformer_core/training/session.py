@@ -52,7 +52,7 @@ def train(
     """Train one model; returns the summary (also written to ``out_dir/summary.json`` by rank 0).
 
     ``resume`` continues the run in ``out_dir`` from its newest checkpoint, rewriting
-    ``metrics.jsonl`` from it (``run_dir.MetricsLog.restore``); a finished run made
+    ``metrics.jsonl`` from it (``metrics_log.MetricsLog.restore``); a finished run made
     with the same settings is left as it is, or, when its summary.json, last.pt or
     metrics.jsonl is missing, has all three written again from its last checkpoint
     (no step trained, the same weights and metrics). A run made with
@@ -183,7 +183,14 @@ class TrainingSession:
         elif self.curves.active:
             self.log(f"TensorBoard: tensorboard --logdir {self.folder.paths.tensorboard}")
         self.started = time.perf_counter()
-        self.interval = IntervalStats()
+        # The interval a checkpoint cut, continued (its seconds too, for the tokens per second).
+        kept = start.payload.get("interval", {}) if trainer.interval_resumed else {}
+        self.interval = IntervalStats(
+            kept.get("tgt_tokens", 0),
+            kept.get("src_tokens", 0),
+            kept.get("steps", 0),
+            self.started - kept.get("seconds", 0.0),
+        )
 
     def step(self) -> tuple[StepResult, tuple[float, float] | None]:
         """One optimizer step; at a log interval also the interval's loss and NLL sums (its one
@@ -272,6 +279,10 @@ class TrainingSession:
             **self.provenance,
             **state,
             metrics_log=self.metrics_log.records,
+            interval={
+                **{k: getattr(self.interval, k) for k in ("tgt_tokens", "src_tokens", "steps")},
+                "seconds": time.perf_counter() - self.interval.started,
+            },
         )
         self.log(f"step {self.trainer.step} | saved {path}")
         if not rising:
@@ -295,6 +306,7 @@ class TrainingSession:
             metrics=self.last_metrics,
         )
         if ctx.is_main:
+            self.metrics_log.sync()
             self.folder.finish(summary)
             self.log(
                 f"done: {trainer.step} steps, {_elapsed(summary['wall_seconds'])}, "
@@ -315,8 +327,11 @@ class TrainingSession:
         return self.trainer.wall_before + time.perf_counter() - self.started
 
     def log(self, message: str) -> None:
+        """A line on stderr and in the run's ``train.log`` (rank 0)."""
         if self.ctx.is_main:
             print(message, file=sys.stderr, flush=True)
+            with open(self.folder.paths.log, "a", encoding="utf-8") as handle:
+                handle.write(message + "\n")
 
     def diverged(self, why: str) -> TrainingDiverged:
         """The run's one-line error, and its record in metrics.jsonl."""

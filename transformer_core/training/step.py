@@ -208,6 +208,7 @@ class Trainer:
         # loss was not finite (0: none).
         self._loss_sum = torch.zeros((), device=ctx.device)
         self._nll_sum = torch.zeros((), device=ctx.device)
+        self.interval_resumed = False  # whether load_state continued a log interval's sums
         self._bad_step = torch.zeros((), dtype=torch.long, device=ctx.device)
 
     def _batches(self, dataset: ParallelDataset, epoch: int = 0, index: int = 0) -> Prefetcher:
@@ -381,6 +382,11 @@ class Trainer:
                 "steps": self.cfg.steps,
             },
             "rng": distributed.gather_objects(rng_state(), self.ctx),
+            # This rank's loss and NLL since the last log line: the resumed interval's record
+            # then averages the same steps as an uninterrupted run's.
+            "interval_sums": distributed.gather_objects(
+                torch.stack([self._loss_sum, self._nll_sum]).cpu(), self.ctx
+            ),
             "data": {**self.stream.position, "world_size": self.ctx.world_size},
             "train_config": self.cfg.to_dict(),
             "token_counts": asdict(self.counts),
@@ -402,6 +408,11 @@ class Trainer:
             and len(payload["rng"]) == self.ctx.world_size
         ):
             set_rng_state(payload["rng"][self.ctx.rank])
+            if "interval_sums" in payload:
+                loss_sum, nll_sum = payload["interval_sums"][self.ctx.rank]
+                self._loss_sum.copy_(loss_sum)
+                self._nll_sum.copy_(nll_sum)
+                self.interval_resumed = True
         else:
             # Another number of devices: the per-rank batches and RNG streams cannot continue
             # exactly; keep the share of the epoch already seen and reseed from the step.

@@ -23,7 +23,7 @@ import yaml
 
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.model.config import TABLE3_ROWS, ModelConfig
-from transformer_core.parsing.corpora import wsj_section_files
+from transformer_core.parsing.corpora import nltk_files, wsj_section_files
 from transformer_core.settings import AUTO, config_key, decode_fields
 from transformer_core.workflow_plan.scaling import scaled_model_overrides, scaled_steps
 
@@ -99,25 +99,29 @@ def lookup(config: Any, key: str) -> tuple[bool, Any]:
 CONFIG_VALUES_LIMIT = 100_000
 
 
-def check_size(config: dict[str, Any], limit: int = CONFIG_VALUES_LIMIT) -> None:
-    """ConfigError, naming the top-level key, when one expands to more than ``limit``
-    values: YAML aliases (``&a`` ... ``*a``) nested in each other load as shared
-    references in no time, but every walk over them (the schema check, its error message)
-    visits each copy, and a few lines can stand for 10^9 values. Counts at most ``limit``."""
+def check_values(config: dict[str, Any], limit: int = CONFIG_VALUES_LIMIT) -> None:
+    """ConfigError, naming the key, for a number that is not finite (YAML's ``.nan`` and
+    ``.inf`` pass a schema's ranges, since NaN compares false with every bound) or a
+    top-level key that expands to more than ``limit`` values: YAML aliases (``&a`` ...
+    ``*a``) nested in each other load as shared references in no time, but every walk over
+    them (the schema check, its error message) visits each copy, and a few lines can stand
+    for 10^9 values. Counts at most ``limit`` per top-level key."""
     for key, value in config.items():
-        count, stack = 0, [value]
+        count, stack = 0, [(str(key), value)]
         while stack:
-            item = stack.pop()
+            where, item = stack.pop()
             count += 1
             if count > limit:
                 raise ConfigError(
                     f"{key}: expands to more than {limit:,} values "
                     "(YAML aliases, & and *, nested in each other?)"
                 )
+            if isinstance(item, float) and not math.isfinite(item):
+                raise ConfigError(f"{where}: {item} is not a finite number")
             if isinstance(item, dict):
-                stack.extend(item.values())
+                stack.extend((f"{where}.{k}", v) for k, v in item.items())
             elif isinstance(item, (list, tuple)):
-                stack.extend(item)
+                stack.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
 
 
 def defaulted_keys(config: dict[str, Any]) -> list[str]:
@@ -134,6 +138,13 @@ def defaulted_keys(config: dict[str, Any]) -> list[str]:
         if table4.get("semi_supervised_dir"):
             keys.append("table4.semi_supervised_vocab_size")
     return [key for key in keys if not lookup(config, key)[0]]
+
+
+def check_cores(cores: int | None) -> None:
+    """A ConfigError for ``--cores`` below 1 (None: the run has no core count): with 0 no job
+    ever starts and Snakemake waits for ever; with -1 jobs would ask for -1 threads."""
+    if cores is not None and cores < 1:
+        raise ConfigError(f"--cores {cores}: give at least 1 core (or `all`)")
 
 
 def job_threads(setting: int | str, cores: int | None) -> int:
@@ -288,6 +299,10 @@ def check_table4(config: dict[str, Any]) -> None:
             )
         if not zipfile.is_zipfile(archive):
             raise ConfigError(f"table4.treebank_zip: {archive} is not a zip file")
+        try:
+            nltk_files(archive, table4["held_out_files"])
+        except UserError as err:
+            raise ConfigError(f"table4.held_out_files: {err}") from None
     corpus = table4.get("semi_supervised_dir", "")
     if corpus:
         missing = [

@@ -12,6 +12,7 @@ named ``<exp>-seedN`` beside them.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from transformer_core.errors import ConfigError
@@ -56,17 +57,20 @@ class RunPlan:
         self.seeds = [seed] + [s for s in dict.fromkeys(config["seeds"]) if s != seed]
         self._check_cooldowns()
 
-    def _check_cooldowns(self) -> None:
-        """Each run's cooldown (train.cooldown, table4.train.cooldown) fits in its steps:
-        refused before any job starts, naming the key."""
+    def _training_runs(self) -> list[tuple[str, str]]:
+        """(pair, experiment) of every run the configuration trains, Table 4's included."""
         runs = [(pair, PARSING_EXPERIMENT) for pair in parsing_runs(self.config).values()]
-        runs += [
+        return runs + [
             (pair, exp)
             for pair in self.config["pairs"]
             for exp in experiments(self.config)
             if exp != PARSING_EXPERIMENT
         ]
-        for pair, exp in runs:
+
+    def _check_cooldowns(self) -> None:
+        """Each run's cooldown (train.cooldown, table4.train.cooldown) fits in its steps:
+        refused before any job starts, naming the key."""
+        for pair, exp in self._training_runs():
             cooldown, steps = self.training_recipe(pair).get("cooldown", 0), self.steps(pair, exp)
             if cooldown > steps:
                 own = "cooldown" in self._table4_train(pair)
@@ -74,6 +78,25 @@ class RunPlan:
                     f"{'table4.train' if own else 'train'}.cooldown: {cooldown} steps, more than "
                     f"the {steps} of run {pair}/{exp}"
                 )
+
+    def _check_checkpoints(self, pair: str, exp: str) -> None:
+        """The run writes at least the checkpoints it averages (one every checkpoint_interval
+        steps and one at the last): refused when Snakemake plans the run, before any job,
+        rather than after training, naming the key. Only the runs a target needs are checked
+        (a Table 4 configuration's translation runs may never be meant to run)."""
+        kept, steps = self.checkpointing(pair, exp), self.steps(pair, exp)
+        written = math.ceil(steps / kept["checkpoint_interval"])
+        if kept["average_last"] > written:
+            section = (
+                "table4.train"
+                if "average_last" in self._table4_train(pair)
+                else f"models.{'big' if exp == 'big' else 'base'}"
+            )
+            raise ConfigError(
+                f"{section}.average_last: {kept['average_last']} checkpoints to average, but "
+                f"run {pair}/{exp} writes {written} ({steps} steps, one every "
+                f"checkpoint_interval {kept['checkpoint_interval']} and one at the last)"
+            )
 
     # --- runs and seeds ----------------------------------------------------------------------
 
@@ -129,6 +152,7 @@ class RunPlan:
         settings, and its recipe, seed and runtime (``settings.train_flags``: one flag per
         TrainConfig field the configuration sets)."""
         exp, seed = self.split_run(run)
+        self._check_checkpoints(pair, exp)
         recipe = {
             **self.training_recipe(pair),
             **self.checkpointing(pair, exp),

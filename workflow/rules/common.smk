@@ -16,7 +16,8 @@ from transformer_core.settings import EXPORT_QUANTIZATIONS
 from transformer_core.data.registry import load_registry
 from transformer_core.workflow_plan.config_checks import (
     check,
-    check_size,
+    check_cores,
+    check_values,
     defaulted_keys,
     job_threads,
     lookup,
@@ -39,7 +40,7 @@ from transformer_core.workflow_plan.tables import (
     option_inputs,
 )
 
-check_size(config)  # before anything walks it: a YAML alias bomb stops here
+check_values(config)  # before anything walks it: a YAML alias bomb stops here
 DEFAULTED = defaulted_keys(config)  # before validate() fills them in
 validate(config, "../schemas/config.schema.yaml")
 if DEFAULTED:
@@ -49,6 +50,10 @@ if DEFAULTED:
         file=sys.stderr,
     )
 check(config, known_datasets=tuple(load_registry().datasets))
+try:
+    check_cores(workflow.cores)
+except WorkflowError:  # --lint, --report: no core count, no job
+    pass
 
 # This run's --configfile and --config, for the hints that print a snakemake command (the
 # report's "builds it", workflow/report/workflow.rst, which sees only `config`): added after
