@@ -1,6 +1,10 @@
-"""Data parallel training: 2 gloo processes under torchrun equal 1 process accumulating 2 micro-batches."""
+"""Data parallel training: 2 gloo processes under torchrun equal 1 process accumulating 2
+micro-batches; 2 "nodes" (torchrun agents at a c10d rendezvous) equal 1 node of 2 processes; a
+run resumes on another number of ranks with the same trajectory."""
 
 import json
+import shutil
+import socket
 import subprocess
 import sys
 
@@ -11,7 +15,8 @@ from corpora import write_corpus
 from transformer_core.cli import main
 from transformer_core.data.batching import TokenBucketSampler
 from transformer_core.data.dataset import ParallelDataset
-from transformer_core.model.checkpoint import load_checkpoint
+from transformer_core.model.checkpoint import load_checkpoint, save_checkpoint
+from transformer_core.model.config import ModelConfig
 from transformer_core.training import distributed
 
 COMMON = [
@@ -124,3 +129,87 @@ def test_two_gloo_ranks_equal_one_process_with_accumulation(tmp_path, capsys):
     assert dev_ddp["dev_ppl"] == pytest.approx(dev_single["dev_ppl"], rel=1e-5)
     metrics = (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()
     assert len([m for m in metrics if '"train"' in m]) == 6
+
+
+# -- several nodes: torchrun agents meeting at a c10d rendezvous ----------------------------------
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def torchrun(corpus, dev, out, *launch):
+    """``torchrun LAUNCH -m transformer_core train`` on the tiny corpus, started (a Popen)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", *launch, "-m", "transformer_core",
+         "train", "--train", str(corpus), "--dev", str(dev), *COMMON, "--out-dir", str(out)],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+    """The tiny run on two "nodes" (two torchrun agents of one process each, meeting at a c10d
+    rendezvous on 127.0.0.1, as `srun` starts one agent per node) and on one node (one agent of
+    two processes), side by side."""
+    root = tmp_path_factory.mktemp("nodes")
+    corpus = write_corpus(root / "train", n=40)
+    dev = write_corpus(root / "dev", n=9, seed=1)
+    rendezvous = ("--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                  "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id", "rehearsal")  # fmt: skip
+    agents = [torchrun(corpus, dev, root / "two_nodes", *rendezvous) for _ in range(2)]
+    one_node = torchrun(corpus, dev, root / "one_node", "--standalone", "--nproc_per_node", "2")
+    for proc in [*agents, one_node]:
+        _, log = proc.communicate(timeout=300)
+        assert proc.returncode == 0, log[-3000:]
+    return {"root": root, "corpus": corpus, "dev": dev}
+
+
+def test_two_nodes_equal_one_node_bit_for_bit(two_nodes):
+    a = load_checkpoint(two_nodes["root"] / "two_nodes" / "last.pt")
+    b = load_checkpoint(two_nodes["root"] / "one_node" / "last.pt")
+    assert a["step"] == b["step"] == 6 and a["token_counts"] == b["token_counts"]
+    assert all(torch.equal(a["model"][key], tensor) for key, tensor in b["model"].items())
+    assert (two_nodes["root"] / "two_nodes" / "metrics.jsonl").is_file()  # rank 0 wrote
+
+
+def test_a_run_of_two_nodes_resumes_on_one_with_the_same_trajectory(two_nodes, tmp_path, capsys):
+    """Preempted on 2 nodes after its step-3 checkpoint, requeued on 1 process: accumulation
+    takes the 2 micro-batches a step the 2 ranks took, in the same order."""
+    run = tmp_path / "run"
+    shutil.copytree(two_nodes["root"] / "two_nodes", run)
+    for later in ("checkpoints/step_0000006.pt", "summary.json", "last.pt"):
+        (run / later).unlink()
+    (run / "train.lock").unlink(missing_ok=True)
+    args = ["train", "--train", two_nodes["corpus"], "--dev", two_nodes["dev"], *COMMON]
+    assert main([*map(str, args), "--out-dir", str(run), "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "written by 2 rank(s), this run has 1: the same micro-batches in the same order" in err
+    resumed = load_checkpoint(run / "last.pt")
+    whole = load_checkpoint(two_nodes["root"] / "two_nodes" / "last.pt")
+    assert resumed["token_counts"] == whole["token_counts"]
+    for key, tensor in whole["model"].items():
+        torch.testing.assert_close(resumed["model"][key], tensor, rtol=0, atol=1e-6)
+
+
+def test_a_resume_on_ranks_that_cut_other_micro_batches_is_refused(two_nodes, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(two_nodes["root"] / "two_nodes", run)
+    for later in ("checkpoints/step_0000006.pt", "summary.json", "last.pt"):
+        (run / later).unlink()
+    (run / "train.lock").unlink(missing_ok=True)
+    step3 = run / "checkpoints" / "step_0000003.pt"
+    payload = load_checkpoint(step3)
+    payload["data"]["epoch_batches"] += 1  # as if the 2 ranks had split one batch more
+    extra = {k: v for k, v in payload.items() if k not in ("format", "model_config", "model")}
+    extra.pop("checksum")
+    save_checkpoint(
+        step3, ModelConfig.from_dict(payload["model_config"]), payload["model"], **extra
+    )
+    args = ["train", "--train", two_nodes["corpus"], "--dev", two_nodes["dev"], *COMMON]
+    assert main([*map(str, args), "--out-dir", str(run), "--resume"]) == 2
+    [line] = [x for x in capsys.readouterr().err.splitlines() if "error:" in x]
+    assert "written by 2 rank(s), this run has 1, and they cut other micro-batches" in line
+    assert "epoch batches" in line and "resume on 2 rank(s)" in line

@@ -16,7 +16,8 @@ from transformer_core.model.config import model_config
 from transformer_core.model.transformer import Transformer
 from transformer_core.settings import TrainConfig
 from transformer_core.training.distributed import DistContext
-from transformer_core.training.step import LossModel, Trainer
+from transformer_core.training.loss import LossModel
+from transformer_core.training.step import Trainer
 
 pytestmark = [
     pytest.mark.gpu,

@@ -20,7 +20,7 @@ from transformer_core.data.binarized import BinarizedWriter, binarize
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.errors import UserError
 from transformer_core.settings import TrainConfig
-from transformer_core.training.step import LossModel
+from transformer_core.training.loss import LossModel
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,8 @@ from transformer_core.model.config import model_config
 from transformer_core.model.transformer import Transformer
 from transformer_core.settings import TrainConfig
 from transformer_core.training.distributed import DistContext
-from transformer_core.training.step import LossModel, Trainer
+from transformer_core.training.loss import LossModel
+from transformer_core.training.step import Trainer
 
 SHAPE = dict(
     encoder_layers=2, decoder_layers=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, dropout=0.0

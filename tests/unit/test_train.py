@@ -18,9 +18,10 @@ from transformer_core.model.transformer import Transformer
 from transformer_core.settings import TrainConfig
 from transformer_core.training import run_dir
 from transformer_core.training.distributed import DistContext
+from transformer_core.training.loss import LossModel
 from transformer_core.training.schedule import learning_rate
 from transformer_core.training.session import train
-from transformer_core.training.step import LossModel, Trainer, TrainingDiverged
+from transformer_core.training.step import Trainer, TrainingDiverged
 
 
 @pytest.mark.parametrize("precision", ["fp32", "auto"])

@@ -115,6 +115,16 @@ def test_runs_launch_and_average_as_configured():
     plan = RunPlan(configuration(seeds=[1, 2]))
     assert launcher(0) == launcher(1) == ["python", "-m", "transformer_core"]
     assert launcher(8)[:4] == ["torchrun", "--standalone", "--nproc_per_node", 8]
+    across = launcher(8, nodes=2, threads=16)  # one srun task per node, a torchrun agent each
+    assert across[: across.index("torchrun")] == [
+        "srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=16",
+        "--gpus-per-node=8", "--kill-on-bad-exit=1",
+    ]  # fmt: skip
+    assert across[across.index("torchrun") :] == [
+        "torchrun", "--nnodes", 2, "--nproc-per-node", 8, "--rdzv-backend", "c10d",
+        "-m", "transformer_core",
+    ]  # fmt: skip
+    assert "--gpus-per-node=0" not in launcher(0, nodes=2) and "--nproc-per-node" in launcher(0, 2)
     assert checkpoint_path("en_de", "C3-seed2", "avg") == "runs/en_de/C3-seed2/averaged.pt"
     assert checkpoint_path("en_de", "base", "last") == "runs/en_de/base/last.pt"
     config = plan.config

@@ -366,3 +366,45 @@ def test_gpu_request_reaches_sbatch(local_slurm, tmp_path):
     assert run.returncode != 0, output[-4000:]
     assert "sbatch failed" in output and "--gpus=1" in output, output[-4000:]
     assert not (tmp_path / "results" / "model.txt").exists()
+
+
+def test_a_train_job_over_two_nodes_dry_run(tmp_path):
+    """What the profile submits for TRANSFORMER_SLURM_NODES=2, TRANSFORMER_SLURM_GPUS=8: the
+    sbatch line (built by the plugin's own code from the rendered resources) asks for 2 nodes,
+    one task and 8 GPUs on each; the job's command starts one torchrun agent per node with srun.
+    (The local cluster is one node: the lines are checked, not run across nodes.)"""
+    from types import SimpleNamespace
+
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    env = {"TRANSFORMER_SLURM_NODES": "2", "TRANSFORMER_SLURM_GPUS": "8"}
+    train = rule_resources(resource_table(render_profile(SLURM_PROFILE, env)), "train")
+
+    class Resources(dict):
+        __getattr__ = dict.__getitem__
+
+    job = SimpleNamespace(resources=Resources(train), threads=train["cpus_per_task"])
+    params = {"run_uuid": "RUN", "slurm_logfile": "train.log", "comment_str": "rule_train",
+              "account": "", "partition": "", "workdir": str(tmp_path)}  # fmt: skip
+    sbatch = get_submit_command(job, params) + set_gres_string(job)
+    for flag in ("--nodes=2", "--ntasks=2", "--cpus-per-task=8", "--gres=gpu:8"):
+        assert f" {flag}" in sbatch, sbatch
+    assert "--gpus=" not in sbatch and "--ntasks-per-gpu" not in sbatch
+
+    with profile_environment(env):
+        proc = subprocess.run(
+            [sys.executable, "-m", "snakemake", "-s", str(PIPELINE), "-d", str(tmp_path),
+             "--profile", str(SLURM_PROFILE), "-n", "-p", "runs/en_de/base/summary.json",
+             "--configfile", str(REPO / "config" / "config.yaml")],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [command] = [line for line in proc.stdout.splitlines() if " train --train " in line]
+    assert 'PET_RDZV_ENDPOINT="$(hostname):' in command and 'PET_RDZV_ID="${SLURM_JOB_ID' in command
+    assert (
+        "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=8 --gpus-per-node=8 "
+        "--kill-on-bad-exit=1 torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d "
+        "-m transformer_core train" in command
+    )
+    assert "--num-threads 1 " in command  # 8 CPUs a node over its 8 ranks

@@ -107,14 +107,26 @@ class TokenBucketSampler:
         self.seed = int(seed)
         self.rank = rank
         self.world_size = world_size
+        self._epoch_batches: int | None = None
 
     def batches(self, epoch: int) -> list[list[int]]:
         """This rank's batches for ``epoch``, in training order."""
         rng = np.random.default_rng([self.seed, int(epoch)])
         order, bounds = self._pack(rng)
         bounds = self._even_out(bounds)
+        self._epoch_batches = len(bounds)
         dealt = rng.permutation(len(bounds))[self.rank :: self.world_size]
         return [order[bounds[j][0] : bounds[j][1]].tolist() for j in dealt]
+
+    def epoch_batches(self) -> int:
+        """The number of batches of an epoch, all ranks together. It is the same every epoch:
+        the packing depends on the sorted lengths only (ties are equally long), so the ranks of
+        a resumed run cut the micro-batches of the checkpoint's when this and the token budget
+        agree."""
+        if self._epoch_batches is None:
+            _, bounds = self._pack(np.random.default_rng([self.seed, 0]))
+            self._epoch_batches = len(self._even_out(bounds))
+        return self._epoch_batches
 
     def _pack(self, rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[int, int]]]:
         """Greedy packing of the length-sorted sentences (ties in random order).

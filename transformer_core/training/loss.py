@@ -17,7 +17,8 @@ functions return *sums* over tokens so
 that callers can normalize once per optimizer step by the global number of
 target tokens (the gradient then equals that of one big batch, however the
 tokens are split over micro-batches and devices). The unsmoothed NLL is
-returned beside it: perplexity is exp(NLL per token), without smoothing.
+returned beside it: perplexity is exp(NLL per token), without smoothing. ``LossModel`` is
+the Transformer and this loss in one forward, the module training wraps in DDP.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
+
+from transformer_core.model.transformer import Transformer
 
 
 class LossSums(NamedTuple):
@@ -169,3 +172,52 @@ def projected_label_smoothed_loss(
         hidden, weight, target, float(epsilon), rows, need_grad
     )
     return LossSums(loss, nll, target.numel())
+
+
+class LossModel(nn.Module):
+    """The Transformer and its loss in one forward (what DDP wraps).
+
+    The pre-softmax projection (tied to the embedding, as ``Transformer.project``),
+    the largest matrix multiplication for a big vocabulary, runs fused with the
+    loss and only on the non-pad target positions.
+    """
+
+    def __init__(self, model: Transformer, compile: bool = False):
+        super().__init__()
+        self.model = model
+        # torch.compile of the encoder and decoder stacks (the loss stays eager: its chunk
+        # loop depends on the number of tokens). Dynamic shapes: one graph for every batch.
+        self.compiled = compile
+        self.decoder_states = (
+            torch.compile(self._decoder_states, dynamic=True) if compile else self._decoder_states
+        )
+
+    def _decoder_states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """The last decoder layer's output (B, T, d_model): ``Transformer.decode`` without the
+        projection, which is fused into the loss."""
+        model = self.model
+        memory, src_mask = model.encode(src)
+        y = model.embed(tgt_in)
+        for layer in model.decoder_layers:
+            y = layer(y, memory, src_mask)
+        return y
+
+    def forward(
+        self,
+        src: Tensor,
+        tgt_in: Tensor,
+        tgt_out: Tensor,
+        epsilon: float,
+        target_index: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Summed label-smoothed loss and NLL; ``target_index``: ``Batch.target_index``."""
+        model = self.model
+        out = projected_label_smoothed_loss(
+            self.decoder_states(src, tgt_in),
+            model.embedding.weight,
+            tgt_out,
+            epsilon,
+            model.cfg.pad_id,
+            target_index,
+        )
+        return out.loss, out.nll

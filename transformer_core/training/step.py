@@ -1,4 +1,4 @@
-"""The optimizer step of training (paper section 5): the loss model and the ``Trainer``.
+"""The optimizer step of training (paper section 5): the ``Trainer`` (of ``loss.LossModel``).
 
 One optimizer step takes ``accumulation`` micro-batches on each of
 ``world_size`` devices (``TrainConfig.accumulation``). Its loss is the sum of
@@ -53,64 +53,12 @@ from transformer_core.model.transformer import Transformer
 from transformer_core.settings import TrainConfig
 from transformer_core.training import distributed
 from transformer_core.training.distributed import DistContext
-from transformer_core.training.loss import projected_label_smoothed_loss
+from transformer_core.training.loss import LossModel
 from transformer_core.training.schedule import learning_rate
 
 
 class TrainingDiverged(UserError):
     """The run diverged (``divergence.py``): it stops, and its checkpoints stay as they were."""
-
-
-# -- model + loss --------------------------------------------------------------------------------
-
-
-class LossModel(nn.Module):
-    """The Transformer and its loss in one forward (what DDP wraps).
-
-    The pre-softmax projection (tied to the embedding, as ``Transformer.project``),
-    the largest matrix multiplication for a big vocabulary, runs fused with the
-    loss and only on the non-pad target positions.
-    """
-
-    def __init__(self, model: Transformer, compile: bool = False):
-        super().__init__()
-        self.model = model
-        # torch.compile of the encoder and decoder stacks (the loss stays eager: its chunk
-        # loop depends on the number of tokens). Dynamic shapes: one graph for every batch.
-        self.compiled = compile
-        self.decoder_states = (
-            torch.compile(self._decoder_states, dynamic=True) if compile else self._decoder_states
-        )
-
-    def _decoder_states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """The last decoder layer's output (B, T, d_model): ``Transformer.decode`` without the
-        projection, which is fused into the loss."""
-        model = self.model
-        memory, src_mask = model.encode(src)
-        y = model.embed(tgt_in)
-        for layer in model.decoder_layers:
-            y = layer(y, memory, src_mask)
-        return y
-
-    def forward(
-        self,
-        src: Tensor,
-        tgt_in: Tensor,
-        tgt_out: Tensor,
-        epsilon: float,
-        target_index: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
-        """Summed label-smoothed loss and NLL; ``target_index``: ``Batch.target_index``."""
-        model = self.model
-        out = projected_label_smoothed_loss(
-            self.decoder_states(src, tgt_in),
-            model.embedding.weight,
-            tgt_out,
-            epsilon,
-            model.cfg.pad_id,
-            target_index,
-        )
-        return out.loss, out.nll
 
 
 @dataclass
@@ -387,12 +335,57 @@ class Trainer:
             "interval_sums": distributed.gather_objects(
                 torch.stack([self._loss_sum, self._nll_sum]).cpu(), self.ctx
             ),
-            "data": {**self.stream.position, "world_size": self.ctx.world_size},
+            # The micro-batches the ranks cut and how a step groups them: a resume on another
+            # number of ranks continues the same data order only where its ranks cut the same.
+            "data": {
+                **self.stream.position,
+                "world_size": self.ctx.world_size,
+                **self.micro_batches(),
+            },
             "train_config": self.cfg.to_dict(),
             "token_counts": asdict(self.counts),
             "wall_seconds": wall_seconds,
             "metrics": metrics,
         }
+
+    def micro_batches(self) -> dict[str, int]:
+        """The micro-batches of this run's ranks: their token budget, the number an epoch holds
+        (all ranks together), and how many make an optimizer step."""
+        return {
+            "micro_batch_tokens": self.sampler.batch_tokens,
+            "epoch_batches": self.sampler.epoch_batches(),
+            "micro_batches_per_step": self.ctx.world_size * self.accumulation,
+        }
+
+    def _regroup(self, data: dict[str, Any], log: Callable[[str], None]) -> int:
+        """This rank's index into the checkpoint's epoch when the checkpoint was written by
+        another number of ranks (another node count): the run continues the same trajectory
+        (the same micro-batches in the same order, as many per step, by accumulation) where
+        these ranks cut the micro-batches the checkpoint's ranks cut; else a UserError naming
+        what differs. Each rank's dropout generator cannot be split or merged: they are
+        reseeded from the step, so only a run without dropout continues bit for bit."""
+        ranks = int(data["world_size"])
+        ours = self.micro_batches()
+        differs = [
+            f"{key.replace('_', ' ')} {data.get(key, 'unrecorded')} against {value}"
+            for key, value in ours.items()
+            if data.get(key) != value
+        ]
+        if differs:
+            raise UserError(
+                f"the checkpoint was written by {ranks} rank(s), this run has "
+                f"{self.ctx.world_size}, and they cut other micro-batches "
+                f"({'; '.join(differs)}): resume on {ranks} rank(s)"
+            )
+        index = -(-int(data["index"]) * ranks // self.ctx.world_size)
+        seed_everything(self.cfg.seed + self.ctx.rank + 1_000_003 * self.step)
+        log(
+            f"note: the checkpoint was written by {ranks} rank(s), this run has "
+            f"{self.ctx.world_size}: the same micro-batches in the same order, "
+            f"{ours['micro_batches_per_step']} a step; dropout masks from generators reseeded "
+            f"at step {self.step}"
+        )
+        return index
 
     def load_state(self, payload: dict[str, Any], log: Callable[[str], None]) -> None:
         """Continue from a checkpoint ``payload`` (loaded on the CPU)."""
@@ -414,14 +407,7 @@ class Trainer:
                 self._nll_sum.copy_(nll_sum)
                 self.interval_resumed = True
         else:
-            # Another number of devices: the per-rank batches and RNG streams cannot continue
-            # exactly; keep the share of the epoch already seen and reseed from the step.
-            index = -(-index * int(data["world_size"]) // self.ctx.world_size)
-            seed_everything(self.cfg.seed + self.ctx.rank + 1_000_003 * self.step)
-            log(
-                f"note: the checkpoint was written by {data['world_size']} rank(s), this run has "
-                f"{self.ctx.world_size}; continuing at epoch {epoch}, batch {index}, not bit-identically"
-            )
+            index = self._regroup(data, log)
         dataset = self.stream.stream.dataset
         self.stream.close()
         self.stream = self._batches(dataset, epoch, index)

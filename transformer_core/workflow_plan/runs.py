@@ -30,8 +30,21 @@ SEED_SUFFIX = "-seed"
 PARSING_MODEL_KEYS = ("dropout", "label_smoothing", "d_model", "d_ff", "d_k", "d_v")
 
 
-def launcher(gpus: int) -> list[Any]:
-    """torchrun over the ``gpus`` a training job holds; plain python for one device or the CPU."""
+def launcher(gpus: int, nodes: int = 1, threads: int = 1) -> list[Any]:
+    """What starts a training job's processes: plain python for one device or the CPU;
+    torchrun over the ``gpus`` of one node; on several ``nodes`` (a SLURM allocation), one srun
+    task per node, each a torchrun agent of ``gpus`` processes (one on CPU nodes) with the
+    node's ``threads``, the agents meeting at a c10d rendezvous on the first node, whose
+    endpoint and id the train rule exports (PET_RDZV_ENDPOINT, PET_RDZV_ID: the batch
+    script's host and a port of the SLURM job's own, and the job id)."""
+    if nodes > 1:
+        return [
+            "srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1",
+            f"--cpus-per-task={threads}", *([f"--gpus-per-node={gpus}"] if gpus else []),
+            "--kill-on-bad-exit=1",
+            "torchrun", "--nnodes", nodes, "--nproc-per-node", max(gpus, 1),
+            "--rdzv-backend", "c10d", "-m", "transformer_core",
+        ]  # fmt: skip
     if gpus > 1:
         return ["torchrun", "--standalone", "--nproc_per_node", gpus, "-m", "transformer_core"]
     return ["python", "-m", "transformer_core"]

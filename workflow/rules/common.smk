@@ -116,9 +116,23 @@ def configured_threads(rule_name):
     return job_threads(config["threads"][rule_name], cores)
 
 
+def node_gpus(resources):
+    """The GPUs of each node of a training job: `gpu` on one node, `gpus_per_node` on several
+    (the slurm profile's `train_request`)."""
+    return int(resources.get("gpus_per_node" if int(resources.get("nodes", 1)) > 1 else "gpu", 0))
+
+
+def train_launcher(wildcards, threads, resources):
+    """What starts a training job's processes (workflow_plan.runs.launcher); on several nodes
+    each node's CPUs are sbatch's --cpus-per-task (its one task per node)."""
+    nodes = int(resources.get("nodes", 1))
+    cpus = int(resources.get("cpus_per_task", 0)) if nodes > 1 else 0
+    return launcher(node_gpus(resources), nodes, cpus if cpus > 0 else threads)
+
+
 def threads_per_rank(wildcards, threads, resources):
-    """`--num-threads` of each process of a training job: its threads over its GPUs."""
-    return rank_threads(threads, int(resources.get("gpu", 0)))
+    """`--num-threads` of each process of a training job: its node's threads over its GPUs."""
+    return rank_threads(threads, node_gpus(resources))
 
 
 def reported(path, caption, category):

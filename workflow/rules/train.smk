@@ -20,13 +20,18 @@ rule train:
         mem_mb=4000,
         runtime=60,
     params:
-        launcher=lambda w, resources: launcher(int(resources.get("gpu", 0))),
+        launcher=train_launcher,
         num_threads=threads_per_rank,
         args=lambda w: PLAN.train_args(w.pair, w.exp),
         run_dir=lambda w, output: os.path.dirname(output.summary),
         train=input_prefix("train"),
         dev=input_prefix("dev"),
     shell:
+        # Across nodes the agents meet on the first node, where the batch script runs
+        # (workflow_plan.runs.launcher); torchrun reads PET_RDZV_* as --rdzv-endpoint and
+        # --rdzv-id, and a one-node launch ignores them.
+        'export PET_RDZV_ENDPOINT="$(hostname):$((29400 + ${{SLURM_JOB_ID:-0}} % 1000))" '
+        'PET_RDZV_ID="${{SLURM_JOB_ID:-local}}"; '
         "{params.launcher:q} train --train {params.train:q} --dev {params.dev:q} --out-dir {params.run_dir:q}"
         " {params.args:q} --num-threads {params.num_threads:q} --resume --restart-if-changed > {log:q} 2>&1"
 
