@@ -1,8 +1,11 @@
 """The small corpora several test modules train and decode on: random sentences of a fixed
-word list (for sentencepiece models), reversal pairs a tiny model learns in seconds, and the
-training tests' model shape as ``train``'s options."""
+word list (for sentencepiece models), reversal pairs a tiny model learns in seconds, the
+training tests' model shape as ``train``'s options, and tar archives of given members (the
+download tests' stand-ins for statmt.org's)."""
 
+import io
 import random
+import tarfile
 
 import numpy as np
 from conftest import TRAIN_SHAPE
@@ -32,3 +35,14 @@ def write_corpus(prefix, n=20, vocab=24, seed=0, min_len=3, max_len=8):
             src = rng.integers(4, vocab, rng.integers(min_len, max_len + 1)).tolist()
             writer.add(src, src[::-1])
     return prefix
+
+
+def tar_bytes(members: dict[str, bytes], mode: str = "w:gz") -> bytes:
+    """A tar archive (gzipped by default) holding ``members`` (name -> content), as bytes."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as tar:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()

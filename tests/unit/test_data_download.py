@@ -2,17 +2,16 @@
 
 import gzip
 import hashlib
-import io
 import json
 import os
 import socket
 import subprocess
 import sys
-import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from corpora import tar_bytes
 from shared_data import SHARED_DATA
 
 from transformer_core.data.fetch import Fetcher, Unavailable, http_download
@@ -120,16 +119,6 @@ def test_interrupted_download_resumes_in_a_later_run(server, tmp_path):
     assert not (tmp_path / "big.bin.part").exists()
 
 
-def make_tgz(members: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, content in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(content)
-            tar.addfile(info, io.BytesIO(content))
-    return buffer.getvalue()
-
-
 SGM_SRC = (
     '<srcset setid="newstest2014" srclang="any">\n<doc sysid="ref" docid="1" origlang="en">\n'
     '<seg id="1">Hello  world.</seg>\n<seg id="2"> Second line </seg>\n</doc>\n</srcset>\n'
@@ -212,7 +201,7 @@ def toy_registry(url_base: str, archive: bytes, corpus_gz: bytes, archive_sha=No
 
 @pytest.fixture
 def toy(server):
-    archive = make_tgz(
+    archive = tar_bytes(
         {
             "train/c.en": b"one\r\ntwo\xe2\x80\xa8half\nthree\n",
             "train/c.de.gz": gzip.compress(b"eins\nzwei\ndrei\n"),

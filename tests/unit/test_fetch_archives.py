@@ -7,11 +7,10 @@ and the numbers, and nothing is left behind in the download cache, the extractio
 the output folder."""
 
 import hashlib
-import io
-import tarfile
 
 import pytest
 import yaml
+from corpora import tar_bytes
 from sacrebleu.dataset.fake_sgml import FakeSGMLDataset
 from test_data_download import FileServer
 
@@ -31,17 +30,6 @@ DE = [f"Satz Nummer {i} auf Deutsch" for i in range(6)]
 
 def lines(texts) -> bytes:
     return "".join(t + "\n" for t in texts).encode()
-
-
-def tar_bytes(members: dict[str, bytes], mode: str = "w:gz") -> bytes:
-    """A tar archive (gzip unless ``mode`` says otherwise) holding ``members`` as regular files."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode=mode) as tar:
-        for name, content in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(content)
-            tar.addfile(info, io.BytesIO(content))
-    return buffer.getvalue()
 
 
 def registry_of(files: dict, train_from: list, *, lines_expected=None, dev_from=None):

@@ -19,19 +19,17 @@ and one that serves another file (refused; nothing kept).
 
 import copy
 import hashlib
-import io
 import json
 import socket
 import subprocess
 import sys
-import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
 from conftest import ROOT, SMOKE, snakemake
-from corpora import generated_sentences
+from corpora import generated_sentences, tar_bytes
 
 from transformer_core.data.registry import REGISTRY_VARIABLE
 
@@ -66,42 +64,32 @@ def sgm(lines: list[str], setid: str) -> bytes:
     return f'<srcset setid="{setid}" srclang="any">\n<doc docid="1">\n{body}\n</doc>\n</srcset>\n'.encode()
 
 
-def tgz(members: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, content in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(content)
-            tar.addfile(info, io.BytesIO(content))
-    return buffer.getvalue()
-
-
 def statmt_archives() -> dict[str, bytes]:
     """The shrunk archives, under their statmt.org names, with the real member paths."""
     ep, cc, nc = pairs("europarl"), pairs("commoncrawl"), pairs("news-commentary")
     dev, test = pairs("dev"), pairs("test")
     return {
-        "training-parallel-europarl-v7.tgz": tgz({
+        "training-parallel-europarl-v7.tgz": tar_bytes({
             "training/europarl-v7.de-en.de": text(ep[1]),
             "training/europarl-v7.de-en.en": text(ep[0]),
             "training/europarl-v7.fr-en.en": text(ep[0]),  # another pair's corpus, never read
         }),
-        "training-parallel-commoncrawl.tgz": tgz({
+        "training-parallel-commoncrawl.tgz": tar_bytes({
             "commoncrawl.de-en.annotation": text(["-"] * len(cc[0])),
             "commoncrawl.de-en.de": text(cc[1]),
             "commoncrawl.de-en.en": text(cc[0]),
         }),
-        "training-parallel-nc-v9.tgz": tgz({
+        "training-parallel-nc-v9.tgz": tar_bytes({
             "./training/news-commentary-v9.de-en.de": text(nc[1]),
             "./training/news-commentary-v9.de-en.en": text(nc[0]),
         }),
-        "dev.tgz": tgz({
+        "dev.tgz": tar_bytes({
             "dev/newstest2013-src.en.sgm": sgm(dev[0], "newstest2013"),
             "dev/newstest2013-ref.de.sgm": sgm(dev[1], "newstest2013"),
             "dev/newstest2013.en": text(dev[0]),
             "dev/newstest2013.de": text(dev[1]),
         }),
-        "test-full.tgz": tgz({
+        "test-full.tgz": tar_bytes({
             "test-full/newstest2014-deen-src.en.sgm": sgm(test[0], "newstest2014"),
             "test-full/newstest2014-deen-ref.de.sgm": sgm(test[1], "newstest2014"),
         }),
