@@ -119,7 +119,8 @@ def configured_threads(rule_name):
 def node_gpus(resources):
     """The GPUs of each node of a training job: `gpu` on one node, `gpus_per_node` on several
     (the slurm profile's `train_request`)."""
-    return int(resources.get("gpus_per_node" if int(resources.get("nodes", 1)) > 1 else "gpu", 0))
+    several = int(resources.get("nodes", 1)) > 1
+    return int(resources.get("gpus_per_node" if several else "gpu", 0))
 
 
 def train_launcher(wildcards, threads, resources):
