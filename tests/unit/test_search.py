@@ -8,7 +8,6 @@ import pytest
 import torch
 from conftest import tiny_config, tiny_model
 
-from transformer_core.decoding.inference import inference_model
 from transformer_core.decoding.search import (
     DecodeOptions,
     beam_search,
@@ -303,19 +302,3 @@ def test_row_topk_equals_topk(width):
     expected = values.topk(min(8, width), dim=1)
     assert torch.equal(top, expected.values)
     assert torch.equal(values.gather(1, index), top)  # the indices point at those values
-
-
-def test_compiled_decoding_copy_returns_the_eager_hypotheses():
-    """inference.inference_model(compile=True): the encoder and each layer's step compiled (one
-    layer a side: each compiles as the others do, and compiling more costs time, not coverage)."""
-    model = tiny_model(tiny_config(encoder_layers=1, decoder_layers=1), seed=5, sharp=True)
-    gen = torch.Generator().manual_seed(6)
-    src = torch.randint(4, 50, (5, 9), generator=gen)
-    src[:, -1] = 3
-    settings = dict(beam=4, alpha=0.6, max_len_a=1.0, max_len_b=5, nbest=2)
-    eager = beam_search_nbest(model, src, **settings)
-    compiled = beam_search_nbest(inference_model(model, None, compile=True), src, **settings)
-    assert [[h.tokens for h in hs] for hs in compiled] == [[h.tokens for h in hs] for hs in eager]
-    for c_hyps, e_hyps in zip(compiled, eager, strict=True):
-        for c, e in zip(c_hyps, e_hyps, strict=True):
-            assert c.score == pytest.approx(e.score, abs=1e-5)
