@@ -134,6 +134,10 @@ def test_two_gloo_ranks_equal_one_process_with_accumulation(tmp_path, capsys):
 # -- several nodes: torchrun agents meeting at a c10d rendezvous ----------------------------------
 
 
+# Log every 2 steps: the step-3 checkpoint cuts the interval of steps 3 and 4.
+CUT_INTERVAL = ("--log-interval", "2")
+
+
 def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -144,7 +148,8 @@ def torchrun(corpus, dev, out, *launch):
     """``torchrun LAUNCH -m transformer_core train`` on the tiny corpus, started (a Popen)."""
     return subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", *launch, "-m", "transformer_core",
-         "train", "--train", str(corpus), "--dev", str(dev), *COMMON, "--out-dir", str(out)],
+         "train", "--train", str(corpus), "--dev", str(dev), *COMMON, *CUT_INTERVAL,
+         "--out-dir", str(out)],
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -184,7 +189,7 @@ def test_a_run_of_two_nodes_resumes_on_one_with_the_same_trajectory(two_nodes, t
         (run / later).unlink()
     (run / "train.lock").unlink(missing_ok=True)
     args = ["train", "--train", two_nodes["corpus"], "--dev", two_nodes["dev"], *COMMON]
-    assert main([*map(str, args), "--out-dir", str(run), "--resume"]) == 0
+    assert main([*map(str, args), *CUT_INTERVAL, "--out-dir", str(run), "--resume"]) == 0
     err = capsys.readouterr().err
     assert "written by 2 rank(s), this run has 1: the same micro-batches in the same order" in err
     resumed = load_checkpoint(run / "last.pt")
@@ -192,6 +197,17 @@ def test_a_run_of_two_nodes_resumes_on_one_with_the_same_trajectory(two_nodes, t
     assert resumed["token_counts"] == whole["token_counts"]
     for key, tensor in whole["model"].items():
         torch.testing.assert_close(resumed["model"][key], tensor, rtol=0, atol=1e-6)
+
+    def losses(folder):
+        lines = (folder / "metrics.jsonl").read_text().splitlines()
+        return [(r["step"], r["loss"]) for r in map(json.loads, lines) if r["event"] == "train"]
+
+    # The record of steps 3 and 4 adds the 2 ranks' step-3 sums, kept in the checkpoint.
+    assert [step for step, _ in losses(run)] == [2, 4, 6]
+    for (step, loss), (same, expected) in zip(
+        losses(run), losses(two_nodes["root"] / "two_nodes"), strict=True
+    ):
+        assert step == same and loss == pytest.approx(expected, rel=1e-6)
 
 
 def test_a_resume_on_ranks_that_cut_other_micro_batches_is_refused(two_nodes, tmp_path, capsys):
@@ -209,7 +225,7 @@ def test_a_resume_on_ranks_that_cut_other_micro_batches_is_refused(two_nodes, tm
         step3, ModelConfig.from_dict(payload["model_config"]), payload["model"], **extra
     )
     args = ["train", "--train", two_nodes["corpus"], "--dev", two_nodes["dev"], *COMMON]
-    assert main([*map(str, args), "--out-dir", str(run), "--resume"]) == 2
+    assert main([*map(str, args), *CUT_INTERVAL, "--out-dir", str(run), "--resume"]) == 2
     [line] = [x for x in capsys.readouterr().err.splitlines() if "error:" in x]
     assert "written by 2 rank(s), this run has 1, and they cut other micro-batches" in line
     assert "epoch batches" in line and "resume on 2 rank(s)" in line

@@ -396,18 +396,23 @@ class Trainer:
         self.wall_before = float(payload["wall_seconds"])
         data = payload["data"]
         epoch, index = int(data["epoch"]), int(data["index"])
-        if (
+        same_ranks = (
             int(data["world_size"]) == self.ctx.world_size
             and len(payload["rng"]) == self.ctx.world_size
-        ):
+        )
+        if same_ranks:
             set_rng_state(payload["rng"][self.ctx.rank])
-            if "interval_sums" in payload:
-                loss_sum, nll_sum = payload["interval_sums"][self.ctx.rank]
-                self._loss_sum.copy_(loss_sum)
-                self._nll_sum.copy_(nll_sum)
-                self.interval_resumed = True
         else:
             index = self._regroup(data, log)
+        if "interval_sums" in payload:
+            # The log interval the checkpoint cut: each rank its own sums, or on other ranks
+            # their total on rank 0 (the interval's all-reduce adds them up either way).
+            sums = payload["interval_sums"]
+            mine = sums[self.ctx.rank] if same_ranks else torch.stack(sums).sum(0)
+            if same_ranks or self.ctx.is_main:
+                self._loss_sum.copy_(mine[0])
+                self._nll_sum.copy_(mine[1])
+            self.interval_resumed = True
         dataset = self.stream.stream.dataset
         self.stream.close()
         self.stream = self._batches(dataset, epoch, index)
