@@ -45,6 +45,7 @@ import torch
 from bench.hardware import result_path
 from bench.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
 from bench.shared_data import SHARED_DATA
+from transformer_core.decoding.export_transformers import marian_config
 from transformer_core.decoding.inference import inference_model
 from transformer_core.decoding.search import beam_search_nbest
 from transformer_core.decoding.translate import translate_ids
@@ -78,30 +79,10 @@ def our_model(shape: str) -> Transformer:
 
 
 def marian_model(shape: str):
-    from transformers import MarianConfig, MarianMTModel
+    """HF Marian of the shape, random weights, in eval mode (generate ends at EOS, not forced)."""
+    from transformers import MarianMTModel
 
-    cfg = ModelConfig(**SHAPES[shape])
-    config = MarianConfig(
-        vocab_size=cfg.vocab_size,
-        d_model=cfg.d_model,
-        encoder_layers=cfg.encoder_layers,
-        decoder_layers=cfg.decoder_layers,
-        encoder_attention_heads=cfg.h,
-        decoder_attention_heads=cfg.h,
-        encoder_ffn_dim=cfg.d_ff,
-        decoder_ffn_dim=cfg.d_ff,
-        activation_function="relu",
-        scale_embedding=True,
-        max_position_embeddings=cfg.max_positions,
-        dropout=0.0,
-        pad_token_id=cfg.pad_id,
-        eos_token_id=cfg.eos_id,
-        bos_token_id=cfg.bos_id,
-        decoder_start_token_id=cfg.bos_id,
-        forced_eos_token_id=None,
-        share_encoder_decoder_embeddings=True,
-        tie_word_embeddings=True,
-    )
+    config = marian_config(ModelConfig(**SHAPES[shape]), dropout=0.0, forced_eos_token_id=None)
     torch.manual_seed(0)
     return MarianMTModel(config).eval()
 

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.data.dataset import ParallelDataset
+from transformer_core.decoding.export_transformers import marian_config
 from transformer_core.model.transformer import count_parameters
 from transformer_core.settings import TrainConfig
 from transformer_core.training.distributed import DistContext
@@ -56,30 +57,10 @@ class Peer:
     """Hugging Face MarianMTModel of the same shape, the same loss and optimizer, pre-collated batches."""
 
     def __init__(self, cfg, batches, device, autocast):
-        from transformers import MarianConfig, MarianMTModel
+        from transformers import MarianMTModel
 
         torch.manual_seed(0)
-        config = MarianConfig(
-            vocab_size=cfg.vocab_size,
-            d_model=cfg.d_model,
-            encoder_layers=cfg.encoder_layers,
-            decoder_layers=cfg.decoder_layers,
-            encoder_attention_heads=cfg.h,
-            decoder_attention_heads=cfg.h,
-            encoder_ffn_dim=cfg.d_ff,
-            decoder_ffn_dim=cfg.d_ff,
-            activation_function="relu",
-            dropout=cfg.dropout,
-            attention_dropout=0.0,
-            activation_dropout=0.0,
-            max_position_embeddings=cfg.max_positions,
-            scale_embedding=True,
-            pad_token_id=cfg.pad_id,
-            eos_token_id=cfg.eos_id,
-            decoder_start_token_id=cfg.bos_id,
-            share_encoder_decoder_embeddings=True,
-            tie_word_embeddings=True,
-        )
+        config = marian_config(cfg)
         self.model = MarianMTModel(config).to(device).train()
         self.params = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         fused = {"fused": True} if device.type in ("cpu", "cuda") else {}

@@ -39,6 +39,7 @@ import torch
 
 from transformer_core.decoding.export_folder import sentencepiece_vocabulary, write_export
 from transformer_core.errors import UserError
+from transformer_core.model.config import ModelConfig
 from transformer_core.model.transformer import MultiHeadAttention, Transformer
 
 CARD = "README.md"
@@ -79,11 +80,12 @@ def marian_order(d_model: int) -> torch.Tensor:
     return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
 
 
-def marian_config(model: Transformer, sp) -> Any:
-    """The ``MarianConfig`` of ``model`` with ``sp``'s special ids."""
+def marian_config(cfg: ModelConfig, **overrides: Any) -> Any:
+    """The ``MarianConfig`` of a model of ``cfg``: the same shape, post-norm ReLU layers, scaled
+    and shared embeddings tied to the output, and ``cfg``'s special ids (``overrides`` replace
+    any field; the benchmarks' Marian peers are built here too)."""
     transformers = require_transformers()
-    cfg = model.cfg
-    return transformers.MarianConfig(
+    fields = dict(
         vocab_size=cfg.vocab_size,
         decoder_vocab_size=cfg.vocab_size,
         d_model=cfg.d_model,
@@ -101,12 +103,13 @@ def marian_config(model: Transformer, sp) -> Any:
         scale_embedding=True,
         share_encoder_decoder_embeddings=True,
         tie_word_embeddings=True,
-        pad_token_id=sp.pad_id(),
-        eos_token_id=sp.eos_id(),
-        bos_token_id=sp.bos_id(),
-        decoder_start_token_id=sp.bos_id(),
-        forced_eos_token_id=sp.eos_id(),
+        pad_token_id=cfg.pad_id,
+        eos_token_id=cfg.eos_id,
+        bos_token_id=cfg.bos_id,
+        decoder_start_token_id=cfg.bos_id,
+        forced_eos_token_id=cfg.eos_id,
     )
+    return transformers.MarianConfig(**{**fields, **overrides})
 
 
 def generation_config(model: Transformer, sp, alpha: float) -> Any:
@@ -188,7 +191,16 @@ def marian_model(model: Transformer, sp, alpha: float = 0.6):
     """A ``MarianMTModel`` (eval mode) that computes what ``model`` computes."""
     transformers = require_transformers()
     check_marian(model)
-    hf = transformers.MarianMTModel(marian_config(model, sp))
+    hf = transformers.MarianMTModel(
+        marian_config(
+            model.cfg,
+            pad_token_id=sp.pad_id(),
+            eos_token_id=sp.eos_id(),
+            bos_token_id=sp.bos_id(),
+            decoder_start_token_id=sp.bos_id(),
+            forced_eos_token_id=sp.eos_id(),
+        )
+    )
     hf.generation_config = generation_config(model, sp, alpha)
     missing, unexpected = hf.load_state_dict(marian_state_dict(model), strict=False)
     left = [key for key in missing if not key.endswith("embed_positions.weight")]
