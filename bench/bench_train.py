@@ -148,8 +148,10 @@ def gpu_throughput(
     compile: str = "off",
     cudnn_attention: bool = False,
     profile_steps: int = 0,
+    batch_shapes: str = "auto",
+    tokens_per_step: int = 25000,
 ) -> dict:
-    """Our trainer on the GPU: bf16 autocast, 25,000 target tokens per step, ``steps`` timed
+    """Our trainer on the GPU: bf16 autocast, ``tokens_per_step`` target tokens, ``steps`` timed
     steps after ``warmup`` (compilation happens there), then ``profile_steps`` under the
     profiler (``gpu_profile``)."""
     from transformer_core.device import choose_attention_backends
@@ -157,7 +159,7 @@ def gpu_throughput(
     cfg = model_config("big" if shape == "big" else "base", vocab_size=37000)
     device = torch.device("cuda", 0)
     dataset = synthetic_corpus(workdir / f"gpu_{shape}", cfg.vocab_size, sentences=60000)
-    ours = Ours(cfg, dataset, device, "bf16", max_tokens, 25000, compile)
+    ours = Ours(cfg, dataset, device, "bf16", max_tokens, tokens_per_step, compile, batch_shapes)
     torch.cuda.reset_peak_memory_stats(device)  # after CUDA's first use: it fails before it
     choose_attention_backends(device, cudnn=cudnn_attention)
     try:
@@ -184,6 +186,8 @@ def gpu_throughput(
         "cuda": torch.version.cuda,
         "precision": "bf16 autocast",
         "compile": compile,
+        "batch_shapes": batch_shapes,
+        "fixed_shapes": ours.trainer.fixed_shapes,
         "cudnn_attention": cudnn_attention,
         "max_tokens": max_tokens,
         "accumulation": ours.trainer.accumulation,
@@ -272,6 +276,12 @@ def main() -> int:
         help="tokens per micro-batch on the GPU (default: 12500, 2 micro-batches per step)",
     )
     parser.add_argument(
+        "--gpu-tokens-per-step",
+        type=int,
+        default=25000,
+        help="target tokens per step on the GPU (default: 25000; 3125: what each of 8 GPUs runs)",
+    )
+    parser.add_argument(
         "--gpu-only", action="store_true", help="skip the CPU section (and the peer)"
     )
     parser.add_argument("--gpu-shapes", nargs="+", default=["base", "big"], choices=["base", "big"])
@@ -287,6 +297,13 @@ def main() -> int:
         default=["off"],
         choices=["off", "on"],
         help="GPU variants: eager, compiled, or both (default: off)",
+    )
+    parser.add_argument(
+        "--gpu-batch-shapes",
+        nargs="+",
+        default=["auto"],
+        choices=["auto", "fixed", "exact"],
+        help="GPU variants' --batch-shapes (default: auto, fixed where compiled)",
     )
     parser.add_argument(
         "--gpu-cudnn-attention",
@@ -345,24 +362,31 @@ def main() -> int:
         if torch.cuda.is_available():
             result["gpu"] = []
             steps, warmup = (3, 2) if args.quick else (args.gpu_steps, args.gpu_warmup)
-            for shape in args.gpu_shapes:
-                for compile in args.gpu_compile:
-                    for cudnn in (False, True) if args.gpu_cudnn_attention else (False,):
-                        row = gpu_throughput(
-                            shape,
-                            Path(tmp),
-                            steps,
-                            warmup,
-                            args.gpu_max_tokens,
-                            compile,
-                            cudnn,
-                            args.gpu_profile_steps,
-                        )
-                        result["gpu"].append(row)
-                        print(f"gpu: {json.dumps(row)}", file=sys.stderr, flush=True)
-                        out_partial = Path(args.out)
-                        out_partial.parent.mkdir(parents=True, exist_ok=True)
-                        out_partial.write_text(json.dumps(result, indent=2) + "\n")
+            variants = [
+                (shape, compile, shapes, cudnn)
+                for shape in args.gpu_shapes
+                for compile in args.gpu_compile
+                for shapes in args.gpu_batch_shapes
+                for cudnn in ((False, True) if args.gpu_cudnn_attention else (False,))
+            ]
+            for shape, compile, shapes, cudnn in variants:
+                row = gpu_throughput(
+                    shape,
+                    Path(tmp),
+                    steps,
+                    warmup,
+                    args.gpu_max_tokens,
+                    compile,
+                    cudnn,
+                    args.gpu_profile_steps,
+                    shapes,
+                    args.gpu_tokens_per_step,
+                )
+                result["gpu"].append(row)
+                print(f"gpu: {json.dumps(row)}", file=sys.stderr, flush=True)
+                out_partial = Path(args.out)
+                out_partial.parent.mkdir(parents=True, exist_ok=True)
+                out_partial.write_text(json.dumps(result, indent=2) + "\n")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

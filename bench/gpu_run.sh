@@ -15,6 +15,9 @@
 #   decode    bench.bench_decode's GPU section on newstest2014: bf16 and fp32, variants
 #   workflow  config/multi30k.yaml run whole by Snakemake from a fresh clone of HEAD
 #   train25k  the same with one micro-batch of 25,000 tokens per step (eager; big compiled)
+#   fixed     base at 1 x 25,000 and 1 x 3,125 tokens a step: eager on exact widths against
+#             compiled on fixed shapes (the 10 ladder widths of the synthetic corpus compile
+#             in the warm-up), profiled; then big at 1 x 25,000 the same way
 #   before    the previous commit's GPU sections (training, decoding) on the same machine
 set -uo pipefail
 OUT=${OUT:-gpu_out}
@@ -63,6 +66,15 @@ for part in "$@"; do
             python3 -m bench.bench_decode --gpu-only --gpu-precisions bf16 --gpu-cudnn $cudnn \
                 --gpu-max-tokens 8192 --gpu-sentences 600 \
                 --out "$OUT/decode_gpu_cudnn_$cudnn.json" 2>&1 | tee -a "$OUT/decode_gpu.log"
+        done
+        ;;
+    fixed)
+        for run in "base 25000" "base 3125" "big 25000"; do
+            read -r model tokens <<<"$run"
+            python3 -m bench.bench_train --gpu-only --gpu-shapes "$model" --gpu-max-tokens "$tokens" \
+                --gpu-tokens-per-step "$tokens" --gpu-compile off on --gpu-batch-shapes auto \
+                --gpu-steps 30 --gpu-warmup 40 --gpu-profile-steps 3 \
+                --out "$OUT/train_gpu_fixed_${model}_$tokens.json" 2>&1 | tee -a "$OUT/train_gpu_fixed.log"
         done
         ;;
     workflow)

@@ -37,7 +37,17 @@ def synthetic_corpus(
 class Ours:
     """Our Trainer: one ``train_step`` is a full optimizer step (data collation included)."""
 
-    def __init__(self, cfg, dataset, device, precision, max_tokens, tokens_per_step, compile="off"):
+    def __init__(
+        self,
+        cfg,
+        dataset,
+        device,
+        precision,
+        max_tokens,
+        tokens_per_step,
+        compile="off",
+        batch_shapes="auto",
+    ):
         ctx = DistContext(0, 0, 1, device, owns_group=False)
         train_cfg = TrainConfig(
             max_tokens=max_tokens,
@@ -45,6 +55,7 @@ class Ours:
             precision=precision,
             warmup=4000,
             compile=compile,
+            batch_shapes=batch_shapes,
         )
         self.trainer = Trainer(cfg, train_cfg, ctx, dataset)
         self.params = count_parameters(self.trainer.model)

@@ -15,7 +15,14 @@ from pathlib import Path
 import torch
 
 from transformer_core.errors import UserError
-from transformer_core.settings import AUTO, COMPILE_MODES, DEVICES, PRECISIONS, RuntimeSettings
+from transformer_core.settings import (
+    AUTO,
+    BATCH_SHAPES,
+    COMPILE_MODES,
+    DEVICES,
+    PRECISIONS,
+    RuntimeSettings,
+)
 
 
 def resolve_device(name: str = AUTO, local_rank: int = 0) -> torch.device:
@@ -70,6 +77,18 @@ def use_compile(device: torch.device, mode: str, what: str) -> bool:
     if mode not in COMPILE_MODES:
         raise UserError(f"--compile must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
     return device.type in COMPILE_BY_DEFAULT[what] if mode == AUTO else mode == "on"
+
+
+def use_fixed_shapes(mode: str, compiled: bool) -> bool:
+    """Whether training collates its micro-batches to fixed shapes (``data.shapes``).
+
+    ``fixed`` and ``exact`` say so; ``auto`` fixes them where the model is compiled: a compiled
+    step costs a compilation per shape, and an eager one gains nothing from fixed shapes but
+    pays their padding.
+    """
+    if mode not in BATCH_SHAPES:
+        raise UserError(f"--batch-shapes must be one of {', '.join(BATCH_SHAPES)}, got {mode!r}")
+    return compiled if mode == AUTO else mode == "fixed"
 
 
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")

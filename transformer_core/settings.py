@@ -30,6 +30,7 @@ AUTO = "auto"
 DEVICES = (AUTO, "cpu", "cuda")  # device.resolve_device says what each means
 PRECISIONS = (AUTO, "fp32", "bf16")  # device.autocast_dtype says what each means
 COMPILE_MODES = (AUTO, "on", "off")  # device.use_compile says what each means
+BATCH_SHAPES = (AUTO, "fixed", "exact")  # device.use_fixed_shapes says what each means
 QUANTIZE_MODES = ("off", "int8")  # translate --quantize: quantize.int8_model
 # export: the engines, and CTranslate2's CPU weight types (int8, int16: quantized matrices)
 EXPORT_FORMATS = ("ctranslate2", "transformers")
@@ -239,6 +240,11 @@ class TrainConfig(RuntimeSettings):
         1, "--seed", "random seed (rank r uses seed + r for dropout)", type=parse_seed
     )
     log_interval: int = option(100, "--log-interval", "log every L steps", metavar="L")
+    batch_shapes: str = option(
+        AUTO, "--batch-shapes", "fixed: one shape per width of a ladder (rows = tokens // width), "
+        "few for a compiled step; exact: the least padding; auto: fixed where compiled",
+        choices=BATCH_SHAPES,
+    )  # fmt: skip
     tensorboard: bool = option(
         True,
         "--tensorboard",
@@ -248,16 +254,9 @@ class TrainConfig(RuntimeSettings):
 
     # Settings that change the trajectory: a resumed run must use the same values.
     TRAJECTORY = (
-        "max_tokens",
-        "tokens_per_step",
-        "warmup",
-        "lr_scale",
-        "cooldown",
-        "adam_beta1",
-        "adam_beta2",
-        "adam_eps",
-        "seed",
-    )
+        "max_tokens", "tokens_per_step", "warmup", "lr_scale", "cooldown", "adam_beta1",
+        "adam_beta2", "adam_eps", "seed",
+    )  # fmt: skip
 
     section = "train"
 
@@ -269,6 +268,7 @@ class TrainConfig(RuntimeSettings):
         )  # fmt: skip
         if self.dev_interval is not None:
             require_positive_integers(self, "train", ("dev_interval",))
+        require_choice(self, "train", "batch_shapes", BATCH_SHAPES)
         if (
             isinstance(self.seed, bool)
             or not isinstance(self.seed, int)

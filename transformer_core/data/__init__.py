@@ -13,6 +13,7 @@ Modules, in pipeline order:
                  ``concatenate`` (the streaming merge of shards)
 - ``dataset``    ``ParallelDataset``: the reader of that format
 - ``batching``   ``TokenBucketSampler``, ``padding_stats`` and ``collate``
+- ``shapes``     ``FixedShapes``: the ladder of micro-batch shapes a compiled step meets
 - ``token_counts`` ``TokenCounts``: the lengths of what a run trained on, for its training cost
 - ``progress``   done / total, rate and ETA lines in the long stages' logs
 """

@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from transformer_core.data.dataset import ParallelDataset
+from transformer_core.data.shapes import FixedShapes
 from transformer_core.data.token_counts import TokenCounts
 from transformer_core.errors import UserError
 from transformer_core.model.config import ModelConfig
@@ -57,6 +58,8 @@ class TokenBucketSampler:
 
     ``batch_tokens`` (default ``max_tokens``) is what batches are packed to; no batch
     exceeds it except a single pair longer than it, and no pair may exceed ``max_tokens``.
+    With ``fixed_shapes``, a batch costs its rows times the ladder width of its longest
+    sentence (``shapes.FixedShapes``), and is collated to that shape.
     """
 
     def __init__(
@@ -68,6 +71,7 @@ class TokenBucketSampler:
         rank: int = 0,
         world_size: int = 1,
         batch_tokens: int | None = None,
+        fixed_shapes: bool = False,
     ) -> None:
         # +1: EOS on the source; BOS (input) or EOS (output) on the target.
         self.src_cost = np.asarray(src_lens, dtype=np.int64) + 1
@@ -107,6 +111,8 @@ class TokenBucketSampler:
         self.seed = int(seed)
         self.rank = rank
         self.world_size = world_size
+        # Fixed shapes: batches packed against the ladder width of their longest sentence.
+        self.shapes = FixedShapes(self.batch_tokens) if fixed_shapes else None
         self._epoch_batches: int | None = None
 
     def batches(self, epoch: int) -> list[list[int]]:
@@ -139,6 +145,8 @@ class TokenBucketSampler:
         longer = np.maximum(self.src_cost, self.tgt_cost)
         order = np.lexsort((rng.random(n), self.tgt_cost, self.src_cost, longer))
         src_sorted, tgt_sorted = self.src_cost[order], self.tgt_cost[order]
+        if self.shapes is not None:  # both sides as wide as the ladder width of the longer
+            src_sorted = tgt_sorted = self.shapes.widths(longer[order])
         bounds: list[tuple[int, int]] = []
         budget = self.batch_tokens
         start = max_src = max_tgt = 0
@@ -178,25 +186,41 @@ class TokenBucketSampler:
 
 
 def padding_stats(
-    batches: Sequence[Sequence[int]], src_lens: np.ndarray, tgt_lens: np.ndarray
+    batches: Sequence[Sequence[int]],
+    src_lens: np.ndarray,
+    tgt_lens: np.ndarray,
+    shapes: FixedShapes | None = None,
+    multiple: int = 1,
 ) -> dict[str, float | int]:
-    """Token and padding counts of ``batches`` (with EOS/BOS, as the model sees them).
+    """Token and padding counts of ``batches`` (with EOS/BOS, as the model sees them), collated
+    to ``shapes``, or else to widths rounded up to a multiple of ``multiple``.
 
-    ``padding_share`` is padded slots / all slots over both sides.
+    ``padding_share`` is padded slots / all slots over both sides; ``shapes`` counts the
+    distinct (rows, source width, target width) of the batches.
     """
     src_cost = np.asarray(src_lens, dtype=np.int64) + 1
     tgt_cost = np.asarray(tgt_lens, dtype=np.int64) + 1
     tokens = {"src": 0, "tgt": 0}
     slots = {"src": 0, "tgt": 0}
+    seen: set[tuple[int, int, int]] = set()
     for batch in batches:
         idx = np.asarray(batch, dtype=np.int64)
+        width = {
+            "src": padded_width(int(src_cost[idx].max()), multiple),
+            "tgt": padded_width(int(tgt_cost[idx].max()), multiple),
+        }
+        rows = len(idx)
+        if shapes is not None:
+            rows, width["src"] = shapes.shape(max(width.values()))
+            width["tgt"] = width["src"]
+        seen.add((rows, width["src"], width["tgt"]))
         for side, cost in (("src", src_cost), ("tgt", tgt_cost)):
-            c = cost[idx]
-            tokens[side] += int(c.sum())
-            slots[side] += int(c.max()) * len(idx)
+            tokens[side] += int(cost[idx].sum())
+            slots[side] += width[side] * rows
     total_slots = slots["src"] + slots["tgt"]
     return {
         "batches": len(batches),
+        "shapes": len(seen),
         "src_tokens": tokens["src"],
         "tgt_tokens": tokens["tgt"],
         "src_padding_share": 1 - tokens["src"] / slots["src"] if slots["src"] else 0.0,
@@ -247,20 +271,34 @@ def collate(
     bos_id: int = 2,
     eos_id: int = 3,
     multiple: int = 1,
+    shape: tuple[int, int] | None = None,
 ) -> Batch:
     """Gather the pairs ``indices`` of ``dataset`` (a ``ParallelDataset``) into a ``Batch``,
-    its widths rounded up to a multiple of ``multiple``."""
+    its widths rounded up to a multiple of ``multiple``; or, given ``shape`` = (rows, width),
+    both sides that wide and that many rows, the rows beyond the pairs empty sentences (EOS
+    alone, BOS alone) whose targets are all padding (``shapes.FixedShapes``)."""
     if len(indices) == 0:
         raise ValueError("cannot collate an empty batch")
     srcs = [dataset.src(i) for i in indices]
     tgts = [dataset.tgt(i) for i in indices]
     src_lens = np.array([len(s) + 1 for s in srcs], dtype=np.int64)  # + EOS
     tgt_lens = np.array([len(t) + 1 for t in tgts], dtype=np.int64)  # + BOS (input) / EOS (output)
+    rows = len(indices)
     width_src = padded_width(int(src_lens.max()), multiple)
     width_tgt = padded_width(int(tgt_lens.max()), multiple)
-    src = np.full((len(indices), width_src), pad_id, dtype=np.int64)
-    tgt_in = np.full((len(indices), width_tgt), pad_id, dtype=np.int64)
-    tgt_out = np.full((len(indices), width_tgt), pad_id, dtype=np.int64)
+    if shape is not None:
+        rows, width_src = shape
+        width_tgt = width_src
+        longest = max(int(src_lens.max()), int(tgt_lens.max()))
+        if rows < len(indices) or width_src < longest:
+            raise ValueError(
+                f"{len(indices)} pairs of up to {longest} tokens do not fit the shape {shape}"
+            )
+    src = np.full((rows, width_src), pad_id, dtype=np.int64)
+    tgt_in = np.full((rows, width_tgt), pad_id, dtype=np.int64)
+    tgt_out = np.full((rows, width_tgt), pad_id, dtype=np.int64)
+    src[len(indices) :, 0] = eos_id  # empty sentences, where the shape has more rows
+    tgt_in[len(indices) :, 0] = bos_id
     for row, (s, t) in enumerate(zip(srcs, tgts, strict=True)):
         src[row, : len(s)] = s
         src[row, len(s)] = eos_id
@@ -303,8 +341,11 @@ class BatchStream:
             self._batches = self.sampler.batches(self.epoch)
         indices = self._batches[self.index]
         self.index += 1
-        cfg = self.cfg
-        return collate(self.dataset, indices, cfg.pad_id, cfg.bos_id, cfg.eos_id, self.multiple)
+        cfg, shapes = self.cfg, self.sampler.shapes
+        shape = None if shapes is None else shapes.of(self.dataset, indices)
+        return collate(
+            self.dataset, indices, cfg.pad_id, cfg.bos_id, cfg.eos_id, self.multiple, shape
+        )
 
     @property
     def position(self) -> dict[str, int]:

@@ -174,6 +174,10 @@ def projected_label_smoothed_loss(
     return LossSums(loss, nll, target.numel())
 
 
+# Graphs a static compilation keeps: more than the ladder's widths up to 4,096 tokens (41).
+STATIC_GRAPHS = 64
+
+
 class LossModel(nn.Module):
     """The Transformer and its loss in one forward (what DDP wraps).
 
@@ -182,15 +186,17 @@ class LossModel(nn.Module):
     loss and only on the non-pad target positions.
     """
 
-    def __init__(self, model: Transformer, compile: bool = False):
+    def __init__(self, model: Transformer, compile: bool = False, static: bool = False):
         super().__init__()
         self.model = model
         # torch.compile of the encoder and decoder stacks (the loss stays eager: its chunk
-        # loop depends on the number of tokens). Dynamic shapes: one graph for every batch.
-        self.compiled = compile
-        self.decoder_states = (
-            torch.compile(self._decoder_states, dynamic=True) if compile else self._decoder_states
-        )
+        # loop depends on the number of tokens). Dynamic shapes: one graph for every batch;
+        # ``static``: a graph per shape, for micro-batches of fixed shapes (data.shapes), up
+        # to STATIC_GRAPHS of them, in training (scoring in eval mode stays eager).
+        self.compiled, self.static = compile, compile and static
+        self.decoder_states = self._decoder_states
+        if compile:
+            self.decoder_states = torch.compile(self._decoder_states, dynamic=not static)
 
     def _decoder_states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """The last decoder layer's output (B, T, d_model): ``Transformer.decode`` without the
@@ -212,8 +218,15 @@ class LossModel(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """Summed label-smoothed loss and NLL; ``target_index``: ``Batch.target_index``."""
         model = self.model
+        if not self.static:
+            hidden = self.decoder_states(src, tgt_in)
+        elif model.training:
+            with torch._dynamo.config.patch(recompile_limit=STATIC_GRAPHS):
+                hidden = self.decoder_states(src, tgt_in)
+        else:  # scoring batches of any shape (dev): eager rather than a graph per shape
+            hidden = self._decoder_states(src, tgt_in)
         out = projected_label_smoothed_loss(
-            self.decoder_states(src, tgt_in),
+            hidden,
             model.embedding.weight,
             tgt_out,
             epsilon,

@@ -44,6 +44,7 @@ from transformer_core.device import (
     autocast_dtype,
     length_multiple,
     use_compile,
+    use_fixed_shapes,
 )
 from transformer_core.errors import UserError
 from transformer_core.evaluation.perplexity import Perplexity, dataset_batches, summed_nll
@@ -118,7 +119,8 @@ class Trainer:
         seed_everything(cfg.seed)  # the same initial weights on every rank
         self.model = Transformer(model_cfg).to(ctx.device)
         compiled = use_compile(ctx.device, cfg.compile, "train")
-        self.loss_model: nn.Module = LossModel(self.model, compiled)
+        self.fixed_shapes = use_fixed_shapes(cfg.batch_shapes, compiled)
+        self.loss_model: nn.Module = LossModel(self.model, compiled, static=self.fixed_shapes)
         if ctx.distributed:
             self.loss_model = DistributedDataParallel(
                 self.loss_model,
@@ -145,6 +147,7 @@ class Trainer:
             rank=ctx.rank,
             world_size=ctx.world_size,
             batch_tokens=cfg.batch_tokens(ctx.world_size),
+            fixed_shapes=self.fixed_shapes,
         )
         self.accumulation = cfg.accumulation(ctx.world_size)
         self.compiled = compiled
@@ -349,9 +352,11 @@ class Trainer:
         }
 
     def micro_batches(self) -> dict[str, int]:
-        """The micro-batches of this run's ranks: their token budget, the number an epoch holds
-        (all ranks together), and how many make an optimizer step."""
+        """The micro-batches of this run's ranks: whether their shapes are fixed, their token
+        budget, the number an epoch holds (all ranks together), and how many make an
+        optimizer step."""
         return {
+            "fixed_shapes": self.fixed_shapes,
             "micro_batch_tokens": self.sampler.batch_tokens,
             "epoch_batches": self.sampler.epoch_batches(),
             "micro_batches_per_step": self.ctx.world_size * self.accumulation,
@@ -394,7 +399,14 @@ class Trainer:
         self.step = int(payload["step"])
         self.counts = TokenCounts(**payload["token_counts"])
         self.wall_before = float(payload["wall_seconds"])
-        data = payload["data"]
+        data = {"fixed_shapes": False, **payload["data"]}  # exact before fixed shapes existed
+        if bool(data["fixed_shapes"]) != self.fixed_shapes:
+            written, this = ("fixed", "exact") if data["fixed_shapes"] else ("exact", "fixed")
+            raise UserError(
+                f"the checkpoint's micro-batches were collated to {written} shapes, this run's "
+                f"would be {this} (--batch-shapes {self.cfg.batch_shapes}, auto is fixed where "
+                f"compiled): resume with --batch-shapes {written}"
+            )
         epoch, index = int(data["epoch"]), int(data["index"])
         same_ranks = (
             int(data["world_size"]) == self.ctx.world_size

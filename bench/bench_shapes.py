@@ -1,0 +1,234 @@
+"""Fixed micro-batch shapes against exact ones: padding and distinct shapes over 1,000 steps,
+and what a compiled step's warm-up costs, first and from the inductor cache.
+
+Shapes (any machine: it counts): a WMT-sized synthetic corpus of 4.5M pairs (source lengths
+log-normal, median 22 pieces, mean 27, clipped to 1-250; targets within 0.8-1.25 of them, like WMT14
+EN-DE in word pieces), 25,000 target tokens per step on one device, micro-batches of 3,125
+(the config's default: 8 per step), 12,500 and 25,000 tokens. For each, the first 1,000 steps'
+micro-batches in training order, collated exactly (widths a multiple of 8, as on GPUs) and to
+fixed shapes (``data.shapes``): their padding share, their distinct shapes, and how many of
+those the first 10 and 100 steps meet.
+
+Warm-up (``--warmup``, 2 CPU threads): a fresh process trains the Multi30k shape, compiled,
+with fixed shapes, for 5 steps of 1,000 tokens, with an empty inductor cache and then again
+with the cache the first left; each reports the seconds to its first step and to its fifth.
+
+Learning (``--learning STEPS``): the tiny shape trained on a reversal task (each target its
+source reversed), 1,000 tokens a step on fixed shapes, eager in fp32 and compiled (in bf16
+where the CPU computes it natively): the NLL per target token every 25 steps, side by side.
+
+    python -m bench.bench_shapes [--warmup] [--learning 400]
+
+Writes bench/results/HARDWARE/batch_shapes.json (or --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bench.bench_train import SHAPES
+from bench.hardware import result_path
+from transformer_core.data.batching import TokenBucketSampler, padding_stats
+from transformer_core.data.binarized import BinarizedWriter
+from transformer_core.data.dataset import ParallelDataset
+from transformer_core.device import cpu_has_native_bf16
+from transformer_core.model.config import model_config
+from transformer_core.settings import TrainConfig
+from transformer_core.training.distributed import DistContext
+from transformer_core.training.step import Trainer
+
+PAIRS = 4_500_000
+TOKENS_PER_STEP = 25_000
+STEPS = 1_000
+MICRO_BATCHES = (3_125, 12_500, 25_000)
+
+
+def wmt_like_lengths(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    src = np.clip(rng.lognormal(3.1, 0.6, n).astype(np.int64), 1, 250)
+    tgt = np.clip((src * rng.uniform(0.8, 1.25, n)).astype(np.int64), 1, 250)
+    return src, tgt
+
+
+def first_steps(sampler: TokenBucketSampler, micro_batches: int) -> list[list[int]]:
+    """The micro-batches of the first STEPS steps (epochs continue where one ends)."""
+    batches, epoch = [], 0
+    while len(batches) < STEPS * micro_batches:
+        batches += sampler.batches(epoch)
+        epoch += 1
+    return batches[: STEPS * micro_batches]
+
+
+def shapes_by_step(batches, micro_batches, src, tgt, sampler) -> dict[int, int]:
+    """The distinct shapes met by steps 10, 100 and 1,000: how long a warm-up meets new ones."""
+    seen, counts = set(), {}
+    for i, batch in enumerate(batches):
+        longest = (1 + int(src[batch].max()), 1 + int(tgt[batch].max()))
+        if sampler.shapes is not None:
+            seen.add(sampler.shapes.shape(max(longest)))
+        else:
+            seen.add((len(batch), *(-(-n // 8) * 8 for n in longest)))
+        if (i + 1) % micro_batches == 0 and (i + 1) // micro_batches in (10, 100, STEPS):
+            counts[(i + 1) // micro_batches] = len(seen)
+    return counts
+
+
+def shapes_report(pairs: int) -> list[dict]:
+    src, tgt = wmt_like_lengths(pairs)
+    rows = []
+    for max_tokens in MICRO_BATCHES:
+        micro_batches = -(-TOKENS_PER_STEP // max_tokens)
+        for fixed in (False, True):
+            start = time.perf_counter()
+            sampler = TokenBucketSampler(src, tgt, max_tokens, seed=1, fixed_shapes=fixed)
+            batches = first_steps(sampler, micro_batches)
+            # exact: as a GPU collates them, widths rounded up to a multiple of 8
+            stats = padding_stats(batches, src, tgt, sampler.shapes, multiple=8)
+            row = {
+                "max_tokens": max_tokens,
+                "micro_batches_per_step": micro_batches,
+                "shapes": "fixed" if fixed else "exact (widths a multiple of 8)",
+                "micro_batches": len(batches),
+                "distinct_shapes": stats["shapes"],
+                "padding_share": round(stats["padding_share"], 4),
+                "shapes_by_step": shapes_by_step(batches, micro_batches, src, tgt, sampler),
+                "seconds": round(time.perf_counter() - start, 1),
+            }
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
+def warmup_report(precision: str) -> dict:
+    """Seconds to the first compiled step and to the fifth (the first two shapes), in a fresh
+    process with an empty inductor cache and again with the cache it left."""
+    code = (
+        "import sys, time, tempfile, torch; from pathlib import Path; "
+        "from bench import bench_train as b; from bench.train_runners import Ours; "
+        "torch.set_num_threads(2); start = time.perf_counter(); "
+        "cfg = b.model_config('base', **b.SHAPES['multi30k']); "
+        "ds = b.synthetic_corpus(Path(tempfile.mkdtemp()) / 'c', cfg.vocab_size, sentences=2000); "
+        "ours = Ours(cfg, ds, torch.device('cpu'), sys.argv[1], 1000, 1000, 'on'); "
+        "marks = []\n"
+        "for _ in range(5):\n"
+        "    ours.step(); marks.append(time.perf_counter() - start)\n"
+        "print(round(marks[0], 1), round(marks[-1], 1))\n"
+        "ours.trainer.close()"
+    )
+    result = {"precision": precision, "steps": 5}
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
+        for run in ("cold", "cached"):
+            out = subprocess.run(
+                [sys.executable, "-c", code, precision],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
+            result[run] = {"first_step_s": float(out[0]), "five_steps_s": float(out[1])}
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def reversal_corpus(prefix: Path, vocab_size: int, sentences: int) -> ParallelDataset:
+    """A learnable synthetic task: each target is its source reversed (lengths 2-60)."""
+    rng = np.random.default_rng(0)
+    lengths = np.clip(rng.lognormal(np.log(15), 0.5, sentences), 2, 60).astype(int)
+    with BinarizedWriter(prefix, vocab_size) as writer:
+        for n in lengths:
+            ids = rng.integers(4, vocab_size, n).tolist()
+            writer.add(ids, ids[::-1])
+    return ParallelDataset(prefix)
+
+
+def learning_report(steps: int, interval: int, precision: str, workdir: Path) -> dict:
+    """The dev-free loss curve (NLL per target token, per log interval) of the tiny shape on
+    the reversal task, fixed shapes both: eager fp32, and compiled in ``precision``. The same
+    initial weights and batches; the dropout masks differ (inductor draws its own)."""
+    cfg = model_config("base", **{**SHAPES["tiny"], "vocab_size": 1000})
+    dataset = reversal_corpus(workdir / "reversal", cfg.vocab_size, 20_000)
+    ctx = DistContext(0, 0, 1, torch.device("cpu"), owns_group=False)
+    curves = {}
+    for name, compile, dtype in (
+        ("eager fp32", "off", "fp32"),
+        (f"compiled {precision}", "on", precision),
+    ):
+        train_cfg = TrainConfig(
+            max_tokens=1000, tokens_per_step=1000, warmup=100, precision=dtype, compile=compile,
+            batch_shapes="fixed",
+        )  # fmt: skip
+        trainer = Trainer(cfg, train_cfg, ctx, dataset)
+        start, curve, tokens = time.perf_counter(), [], 0
+        try:
+            for step in range(1, steps + 1):
+                tokens += trainer.train_step().tgt_tokens
+                if step % interval == 0:
+                    curve.append(round(trainer.interval_sums()[1] / tokens, 4))
+                    tokens = 0
+        finally:
+            trainer.close()
+        curves[name] = {"nll_per_token": curve, "seconds": round(time.perf_counter() - start, 1)}
+        print(name, json.dumps(curves[name]), flush=True)
+    (a, b) = (c["nll_per_token"] for c in curves.values())
+    gaps = [abs(y - x) / x for x, y in zip(a, b, strict=True)]
+    return {
+        "shape": {**SHAPES["tiny"], "vocab_size": 1000}, "task": "reversal, 20,000 pairs",
+        "tokens_per_step": 1000, "steps": steps, "log_interval": interval, "curves": curves,
+        "largest_relative_gap": round(max(gaps), 4),
+    }  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pairs", type=int, default=PAIRS, help="corpus pairs (default: 4.5M)")
+    parser.add_argument(
+        "--warmup", action="store_true", help="also time a compiled step's warm-up, cold and cached"
+    )
+    parser.add_argument(
+        "--learning",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="also train the tiny shape STEPS steps on a reversal task, eager fp32 and compiled",
+    )
+    parser.add_argument(
+        "--out", default=None, help="default: bench/results/HARDWARE/batch_shapes.json"
+    )
+    args = parser.parse_args()
+    result = {
+        "bench": "batch_shapes",
+        "torch": torch.__version__,
+        "pairs": args.pairs,
+        "tokens_per_step": TOKENS_PER_STEP,
+        "steps": STEPS,
+        "shapes": shapes_report(args.pairs),
+        "warmup": None,
+        "learning": None,
+    }
+    if args.learning:
+        precision = "bf16" if cpu_has_native_bf16() else "fp32"
+        with tempfile.TemporaryDirectory() as tmp:
+            result["learning"] = learning_report(args.learning, 25, precision, Path(tmp))
+    if args.warmup:
+        precisions = ["fp32"] + (["bf16"] if cpu_has_native_bf16() else [])
+        result["warmup"] = [warmup_report(p) for p in precisions]
+    out = Path(args.out or result_path("batch_shapes", "cpu"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""Fixed micro-batch shapes (data/shapes.py): the ladder, the sampler's packing against it, the
+collation into its shapes, and the learning they leave unchanged: the padded rows and columns
+change no loss and no gradient."""
+
+import numpy as np
+import pytest
+import torch
+from conftest import TRAIN_SHAPE, tiny_config, tiny_model
+from corpora import write_corpus
+
+from transformer_core.data.batching import (
+    BatchStream,
+    TokenBucketSampler,
+    collate,
+    padding_stats,
+)
+from transformer_core.data.binarized import BinarizedWriter
+from transformer_core.data.dataset import ParallelDataset
+from transformer_core.data.shapes import FixedShapes, ladder
+from transformer_core.device import use_fixed_shapes
+from transformer_core.errors import ConfigError, UserError
+from transformer_core.model.checkpoint import load_checkpoint
+from transformer_core.settings import TrainConfig
+from transformer_core.training.loss import LossModel
+from transformer_core.training.session import train
+
+
+def wmt_like_lengths(n, seed=0):
+    """Source lengths around 27 pieces (a long tail to 250), targets within a fifth of them."""
+    rng = np.random.default_rng(seed)
+    src = np.clip(rng.lognormal(3.1, 0.6, n).astype(np.int64), 1, 250)
+    tgt = np.clip((src * rng.uniform(0.8, 1.25, n)).astype(np.int64), 1, 250)
+    return src, tgt
+
+
+def test_the_ladder_steps_by_8_then_by_about_an_eighth():
+    widths = ladder(256)
+    assert widths[:8] == [8, 16, 24, 32, 40, 48, 56, 64]
+    assert all(w % 8 == 0 for w in widths)
+    assert widths[-2] < 256 <= widths[-1] and len(widths) == 18
+    for low, high in zip(widths[8:], widths[9:], strict=False):
+        assert high <= low * 1.125 + 8
+    shapes = FixedShapes(3125)
+    assert shapes.widths(np.array([1, 8, 9, 65, 73])).tolist() == [8, 8, 16, 72, 88]
+    assert shapes.shape(30) == (3125 // 32, 32)
+    assert shapes.shape(5000)[0] == 1  # a pair over the budget is a batch of its own
+
+
+@pytest.mark.parametrize("batch_tokens", [400, 3125])
+def test_fixed_batches_fit_their_shape_and_cover_every_sentence_once(batch_tokens):
+    src, tgt = wmt_like_lengths(4000)
+    sampler = TokenBucketSampler(
+        src, tgt, 3125, seed=2, batch_tokens=batch_tokens, fixed_shapes=True
+    )
+    shapes = sampler.shapes
+    for epoch in range(2):
+        batches = sampler.batches(epoch)
+        assert sorted(i for b in batches for i in b) == list(range(len(src)))
+        for batch in batches:
+            longest = 1 + max(max(src[batch]), max(tgt[batch]))
+            rows, width = shapes.shape(longest)
+            assert len(batch) <= rows and rows * width <= max(batch_tokens, width)
+    widths = {shapes.shape(1 + max(max(src[b]), max(tgt[b])))[1] for b in sampler.batches(0)}
+    stats = padding_stats(sampler.batches(0), src, tgt, shapes)
+    assert stats["shapes"] == len(widths) <= len(ladder(251))
+    exact_batches = TokenBucketSampler(src, tgt, 3125, seed=2, batch_tokens=batch_tokens).batches(0)
+    exact = padding_stats(exact_batches, src, tgt)
+    print(f"{batch_tokens} tokens: exact {exact}, fixed {stats}")
+    assert stats["shapes"] < exact["shapes"]
+
+
+def test_the_ranks_take_equal_fixed_batches():
+    src, tgt = wmt_like_lengths(999)
+    batches = [
+        TokenBucketSampler(src, tgt, 800, rank=r, world_size=4, fixed_shapes=True).batches(0)
+        for r in range(4)
+    ]
+    assert len({len(b) for b in batches}) == 1
+    assert sorted(i for rank in batches for b in rank for i in b) == list(range(999))
+
+
+def corpus(path, lengths, seed=3):
+    rng = np.random.default_rng(seed)
+    with BinarizedWriter(path, 50) as w:
+        for s, t in lengths:
+            w.add(rng.integers(4, 50, s).tolist(), rng.integers(4, 50, t).tolist())
+    return ParallelDataset(path)
+
+
+def test_collate_to_a_shape_adds_empty_sentences_whose_targets_are_padding(tmp_path):
+    dataset = corpus(tmp_path / "d", [(3, 1), (1, 4)])
+    batch = collate(dataset, [1, 0], shape=(4, 8))
+    assert batch.src.shape == batch.tgt_in.shape == batch.tgt_out.shape == (4, 8)
+    assert batch.src[2:].tolist() == [[3, 0, 0, 0, 0, 0, 0, 0]] * 2  # EOS alone
+    assert batch.tgt_in[2:].tolist() == [[2, 0, 0, 0, 0, 0, 0, 0]] * 2  # BOS alone
+    assert not batch.tgt_out[2:].any()
+    exact = collate(dataset, [1, 0])
+    assert batch.target_index.tolist() == (batch.tgt_out.reshape(-1) != 0).nonzero()[:, 0].tolist()
+    assert (batch.src_tokens, batch.tgt_tokens, batch.counts) == (
+        exact.src_tokens,
+        exact.tgt_tokens,
+        exact.counts,
+    )
+    with pytest.raises(ValueError, match="do not fit the shape"):
+        collate(dataset, [1, 0], shape=(1, 8))
+
+
+def test_fixed_shapes_change_no_loss_and_no_gradient(tmp_path):
+    """The same sentences collated exactly and to their fixed shape (one with rows to spare):
+    the same loss sums and the same gradients, to fp32 rounding (no dropout)."""
+    dataset = corpus(tmp_path / "d", list(zip(range(2, 9), range(7, 0, -1), strict=True)))
+    cfg = tiny_config(dropout=0.0)
+    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, 200, fixed_shapes=True)
+    indices = list(range(len(dataset)))
+    shape = sampler.shapes.shape(9)
+    assert shape == (12, 16)  # 7 sentences: 5 empty rows
+    results = []
+    for fixed in (None, shape):
+        model = tiny_model(cfg, seed=1).train()
+        loss_model = LossModel(model)
+        batch = collate(dataset, indices, shape=fixed)
+        loss, nll = loss_model(batch.src, batch.tgt_in, batch.tgt_out, 0.1, batch.target_index)
+        loss.backward()
+        results.append((loss.detach(), nll, [p.grad for p in model.parameters()]))
+    (loss_a, nll_a, grads_a), (loss_b, nll_b, grads_b) = results
+    torch.testing.assert_close(loss_b, loss_a, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(nll_b, nll_a, rtol=1e-5, atol=1e-5)
+    for b, a in zip(grads_b, grads_a, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+
+
+def test_the_stream_collates_fixed_shapes(tmp_path):
+    dataset = corpus(tmp_path / "d", [(s % 13 + 1, (3 * s) % 11 + 1) for s in range(60)])
+    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, 64, fixed_shapes=True)
+    stream = BatchStream(dataset, sampler, tiny_config())
+    seen = set()
+    for _ in range(2 * len(sampler.batches(0))):
+        batch = stream.next()
+        assert batch.src.shape == batch.tgt_in.shape
+        seen.add(tuple(batch.src.shape))
+    assert seen == {(8, 8), (4, 16)}
+
+
+def test_auto_fixes_shapes_where_compiled_and_a_bad_value_names_the_key():
+    assert use_fixed_shapes("auto", compiled=True) and not use_fixed_shapes("auto", False)
+    assert use_fixed_shapes("fixed", False) and not use_fixed_shapes("exact", True)
+    with pytest.raises(UserError, match="--batch-shapes"):
+        use_fixed_shapes("static", False)
+    with pytest.raises(ConfigError, match="batch_shapes"):
+        TrainConfig(batch_shapes="static")
+
+
+def test_a_run_trains_in_fixed_shapes_and_resumes_only_in_them(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "train")
+    cfg = TrainConfig(
+        steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1,
+        num_threads=1, batch_shapes="fixed",
+    )  # fmt: skip
+    train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
+    assert "fixed batch shapes" in capsys.readouterr().err
+    ckpt = load_checkpoint(tmp_path / "run" / "checkpoints" / "step_0000001.pt")
+    assert ckpt["data"]["fixed_shapes"] is True
+    longer = {**cfg.to_dict(), "steps": 3}
+    with pytest.raises(UserError, match="collated to fixed shapes.*--batch-shapes fixed"):
+        train(
+            corpus, tmp_path / "run", "base",
+            TrainConfig(**{**longer, "batch_shapes": "exact"}), TRAIN_SHAPE, resume=True,
+        )  # fmt: skip
+    summary = train(
+        corpus, tmp_path / "run", "base", TrainConfig(**longer), TRAIN_SHAPE, resume=True
+    )
+    assert summary["steps"] == 3
