@@ -151,6 +151,8 @@ def test_auto_fixes_shapes_where_compiled_and_a_bad_value_names_the_key():
 
 
 def test_a_run_trains_in_fixed_shapes_and_resumes_only_in_them(tmp_path, capsys):
+    """A checkpoint records fixed shapes; a resume that would collate them otherwise is refused
+    naming both, or, with restart_if_changed (the workflow's mode), starts over."""
     corpus = write_corpus(tmp_path / "train")
     cfg = TrainConfig(
         steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1,
@@ -161,12 +163,16 @@ def test_a_run_trains_in_fixed_shapes_and_resumes_only_in_them(tmp_path, capsys)
     ckpt = load_checkpoint(tmp_path / "run" / "checkpoints" / "step_0000001.pt")
     assert ckpt["data"]["fixed_shapes"] is True
     longer = {**cfg.to_dict(), "steps": 3}
-    with pytest.raises(UserError, match="collated to fixed shapes.*--batch-shapes fixed"):
-        train(
-            corpus, tmp_path / "run", "base",
-            TrainConfig(**{**longer, "batch_shapes": "exact"}), TRAIN_SHAPE, resume=True,
-        )  # fmt: skip
+    exact = TrainConfig(**{**longer, "batch_shapes": "auto"})  # not compiled: exact
+    with pytest.raises(UserError, match="collated to fixed shapes, this run's would be exact"):
+        train(corpus, tmp_path / "run", "base", exact, TRAIN_SHAPE, resume=True)
     summary = train(
         corpus, tmp_path / "run", "base", TrainConfig(**longer), TRAIN_SHAPE, resume=True
     )
     assert summary["steps"] == 3
+    train(
+        corpus, tmp_path / "run", "base", exact, TRAIN_SHAPE, resume=True,
+        restart_if_changed=True,
+    )  # fmt: skip
+    assert "starting over" in capsys.readouterr().err
+    assert (tmp_path / "run" / "superseded" / "1").is_dir()

@@ -29,7 +29,8 @@ A batch's tensors are as wide as its longest sentence (+1), rounded up to a
 multiple of ``multiple`` (``padded_width``; 8 on GPUs, ``device.length_multiple``):
 the extra columns are padding, which the model masks and the loss skips, so they
 change no result, only which shapes the device sees (a fixed set, not one per
-length). ``Prefetcher`` collates the next batches in a background thread while
+length). With fixed shapes (``shapes.FixedShapes``, for a compiled step) a batch is packed
+against, and collated to, one shape per width of a ladder instead. ``Prefetcher`` collates the next batches in a background thread while
 the device computes.
 """
 

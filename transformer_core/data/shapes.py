@@ -8,7 +8,7 @@ run grow with it (hundreds over a WMT epoch). ``FixedShapes`` bounds them to one
 a ladder:
 
 - **widths**: multiples of 8 up to 64, then each width about 1/8 above the last, rounded up
-  to a multiple of 8 (8, 16, ..., 64, 72, 88, 104, 120, 136, 160, ...: 18 widths up to 256
+  to a multiple of 8 (8, 16, ..., 64, 72, 88, 104, 120, 136, 160, ...: 18 widths up to 272
   tokens). A batch's source and target are both as wide as the ladder's first width that
   holds its longest sentence, either side, with EOS or BOS (so a shape is one number);
 - **rows**: ``batch_tokens // width``, whatever the batch holds. The sampler packs a batch

@@ -95,9 +95,15 @@ class RunPaths:
 
 
 def settings_mismatch(
-    payload: dict, model_cfg: ModelConfig, cfg: TrainConfig, spm_sha256: str | None = None
+    payload: dict,
+    model_cfg: ModelConfig,
+    cfg: TrainConfig,
+    spm_sha256: str | None = None,
+    fixed_shapes: bool = False,
 ) -> str | None:
-    """Why a run's checkpoint cannot be continued with these settings; None when it can."""
+    """Why a run's checkpoint cannot be continued with these settings, and micro-batches of
+    fixed shapes or not (``data.shapes``, as ``device.use_fixed_shapes`` resolves them);
+    None when it can."""
     stored_spm = payload.get("spm_sha256")
     if stored_spm and spm_sha256 and stored_spm != spm_sha256:
         return (
@@ -118,6 +124,14 @@ def settings_mismatch(
     diff = [k for k in TrainConfig.TRAJECTORY if stored.get(k) != getattr(cfg, k)]
     if diff:
         return f"it was trained with {', '.join(f'{k}={stored.get(k)!r}' for k in diff)}"
+    stored_fixed = bool(payload.get("data", {}).get("fixed_shapes", False))  # absent: exact
+    if stored_fixed != fixed_shapes:
+        shapes = {True: "fixed", False: "exact"}
+        return (
+            f"its micro-batches were collated to {shapes[stored_fixed]} shapes, this run's would "
+            f"be {shapes[fixed_shapes]} (batch_shapes {cfg.batch_shapes}; auto is fixed where "
+            "the model is compiled)"
+        )
     if cfg.cooldown and stored["steps"] != cfg.steps:
         return (
             f"its learning rate cools down over the last {cfg.cooldown} of {stored['steps']} "
@@ -217,6 +231,7 @@ def _decide(
     cfg: TrainConfig,
     spm_sha256: str | None,
     restart_if_changed: bool,
+    fixed_shapes: bool = False,
 ) -> Start:
     """Finished, resume, start over or fresh, for a session with these settings and flags.
 
@@ -234,7 +249,7 @@ def _decide(
     summary = (
         json.loads(paths.summary.read_text(encoding="utf-8")) if paths.summary.exists() else {}
     )
-    why = settings_mismatch(payload, model_cfg, cfg, spm_sha256)
+    why = settings_mismatch(payload, model_cfg, cfg, spm_sha256, fixed_shapes)
     complete = paths.last.exists() and metrics_whole(paths.metrics, payload)
     if (
         why is None
@@ -368,9 +383,17 @@ class RunDir:
         self.restart_if_changed = restart_if_changed
         self.previous = _open(self.paths, resume, restart_if_changed)
 
-    def decide(self, model_cfg: ModelConfig, cfg: TrainConfig, spm_sha256: str | None) -> Start:
+    def decide(
+        self,
+        model_cfg: ModelConfig,
+        cfg: TrainConfig,
+        spm_sha256: str | None,
+        fixed_shapes: bool = False,
+    ) -> Start:
         """How this session begins with these settings (``_decide``)."""
-        return _decide(self.previous, model_cfg, cfg, spm_sha256, self.restart_if_changed)
+        return _decide(
+            self.previous, model_cfg, cfg, spm_sha256, self.restart_if_changed, fixed_shapes
+        )
 
     def begin(self, start: Start, ctx: DistContext) -> MetricsLog:
         """Carry out ``start``: rank 0 moves a run that cannot continue aside (``supersede``)

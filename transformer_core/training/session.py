@@ -22,7 +22,12 @@ from typing import Any
 import torch
 
 from transformer_core.data.dataset import ParallelDataset, training_sets
-from transformer_core.device import cpu_threads, precision_name
+from transformer_core.device import (
+    cpu_threads,
+    precision_name,
+    resolve_device,
+    training_compilation,
+)
 from transformer_core.errors import UserError
 from transformer_core.evaluation.perplexity import exp_mean_nll
 from transformer_core.model.config import ModelConfig, model_config
@@ -74,7 +79,10 @@ def train(
         spm_sha256 = train_set.header.get("spm_sha256")
         model_cfg = model_config(experiment, vocab_size=train_set.vocab_size, **overrides)
         _check_fits(model_cfg, {"training": train_set, **({"dev": dev_set} if dev_set else {})})
-        start = folder.decide(model_cfg, cfg, spm_sha256)
+        _, fixed_shapes = training_compilation(
+            resolve_device(cfg.device), cfg.compile, cfg.batch_shapes
+        )
+        start = folder.decide(model_cfg, cfg, spm_sha256, fixed_shapes)
         if start.kind == "finished":
             print(
                 f"{folder.paths.summary}: the run already finished {start.summary['steps']} "

@@ -43,8 +43,7 @@ from transformer_core.data.token_counts import TokenCounts
 from transformer_core.device import (
     autocast_dtype,
     length_multiple,
-    use_compile,
-    use_fixed_shapes,
+    training_compilation,
 )
 from transformer_core.errors import UserError
 from transformer_core.evaluation.perplexity import Perplexity, dataset_batches, summed_nll
@@ -118,8 +117,9 @@ class Trainer:
         self.model_cfg, self.cfg, self.ctx = model_cfg, cfg, ctx
         seed_everything(cfg.seed)  # the same initial weights on every rank
         self.model = Transformer(model_cfg).to(ctx.device)
-        compiled = use_compile(ctx.device, cfg.compile, "train")
-        self.fixed_shapes = use_fixed_shapes(cfg.batch_shapes, compiled)
+        compiled, self.fixed_shapes = training_compilation(
+            ctx.device, cfg.compile, cfg.batch_shapes
+        )
         self.loss_model: nn.Module = LossModel(self.model, compiled, static=self.fixed_shapes)
         if ctx.distributed:
             self.loss_model = DistributedDataParallel(
@@ -399,14 +399,8 @@ class Trainer:
         self.step = int(payload["step"])
         self.counts = TokenCounts(**payload["token_counts"])
         self.wall_before = float(payload["wall_seconds"])
-        data = {"fixed_shapes": False, **payload["data"]}  # exact before fixed shapes existed
-        if bool(data["fixed_shapes"]) != self.fixed_shapes:
-            written, this = ("fixed", "exact") if data["fixed_shapes"] else ("exact", "fixed")
-            raise UserError(
-                f"the checkpoint's micro-batches were collated to {written} shapes, this run's "
-                f"would be {this} (--batch-shapes {self.cfg.batch_shapes}, auto is fixed where "
-                f"compiled): resume with --batch-shapes {written}"
-            )
+        # Exact before fixed shapes existed (run_dir.settings_mismatch refuses a change).
+        data = {"fixed_shapes": False, **payload["data"]}
         epoch, index = int(data["epoch"]), int(data["index"])
         same_ranks = (
             int(data["world_size"]) == self.ctx.world_size
