@@ -26,7 +26,8 @@ from transformer_core.training.session import train
 
 
 def wmt_like_lengths(n, seed=0):
-    """Source lengths around 27 pieces (a long tail to 250), targets within a fifth of them."""
+    """Source lengths log-normal (median 22 pieces, mean 27, up to 250), targets 0.8-1.25 times
+    theirs: WMT-like, as bench/bench_shapes.py draws them."""
     rng = np.random.default_rng(seed)
     src = np.clip(rng.lognormal(3.1, 0.6, n).astype(np.int64), 1, 250)
     tgt = np.clip((src * rng.uniform(0.8, 1.25, n)).astype(np.int64), 1, 250)
@@ -67,6 +68,17 @@ def test_fixed_batches_fit_their_shape_and_cover_every_sentence_once(batch_token
     exact = padding_stats(exact_batches, src, tgt)
     print(f"{batch_tokens} tokens: exact {exact}, fixed {stats}")
     assert stats["shapes"] < exact["shapes"]
+
+
+def test_padding_stats_count_the_slots_of_each_collation():
+    src, tgt = np.array([2, 9]), np.array([4, 1])  # with EOS / BOS: 3 and 10, 5 and 2
+    exact = padding_stats([[0], [1]], src, tgt)
+    eights = padding_stats([[0], [1]], src, tgt, multiple=8)
+    fixed = padding_stats([[0], [1]], src, tgt, FixedShapes(32))
+    assert exact["padding_share"] == pytest.approx(0)
+    assert eights["padding_share"] == pytest.approx(1 - 20 / (8 + 16 + 8 + 8))
+    assert fixed["padding_share"] == pytest.approx(1 - 20 / (2 * (4 * 8 + 2 * 16)))
+    assert (exact["shapes"], eights["shapes"], fixed["shapes"]) == (2, 2, 2)
 
 
 def test_the_ranks_take_equal_fixed_batches():
