@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -48,6 +49,7 @@ import torch
 
 from bench.hardware import result_path
 from bench.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
+from bench.profile_command import kernel_summary
 from bench.train_runners import Ours, Peer, synthetic_corpus
 from transformer_core.data.batching import TokenBucketSampler, collate
 from transformer_core.data.token_counts import TokenCounts
@@ -188,6 +190,7 @@ def gpu_throughput(
         "compile": compile,
         "batch_shapes": batch_shapes,
         "fixed_shapes": ours.trainer.fixed_shapes,
+        "inductor_cudagraphs": os.environ.get("TORCHINDUCTOR_CUDAGRAPHS") == "1",
         "cudnn_attention": cudnn_attention,
         "max_tokens": max_tokens,
         "accumulation": ours.trainer.accumulation,
@@ -207,44 +210,14 @@ def gpu_throughput(
 
 def gpu_profile(ours, steps: int, device: torch.device) -> dict:
     """``steps`` training steps under torch.profiler: the share of their wall time in which no
-    kernel ran on the GPU (the union of the kernels' intervals against the span from the first
-    kernel's start to the last one's end), and the 10 kernels that took the most GPU time."""
+    kernel ran on the GPU, and the 10 kernels that took the most GPU time
+    (``profile_command.kernel_summary``)."""
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize(device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         timed(ours, steps, device)
-    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    intervals = sorted((e.time_range.start, e.time_range.end) for e in kernels)
-    busy, end = 0.0, float("-inf")
-    for start, stop in intervals:  # the union of the intervals
-        if stop > end:
-            busy += stop - max(start, end)
-            end = stop
-    span = intervals[-1][1] - intervals[0][0] if intervals else 0.0
-    by_name: dict[str, list[float]] = {}
-    for e in kernels:
-        entry = by_name.setdefault(e.name, [0.0, 0])
-        entry[0] += e.time_range.end - e.time_range.start
-        entry[1] += 1
-    top = sorted(by_name.items(), key=lambda item: -item[1][0])[:10]
-    return {
-        "steps": steps,
-        "kernels": len(kernels),
-        "kernels_per_step": round(len(kernels) / steps, 1),
-        "span_ms": round(span / 1000, 2),
-        "gpu_busy_ms": round(busy / 1000, 2),
-        "gpu_idle_share": round(1 - busy / span, 4) if span else None,
-        "top_kernels": [
-            {
-                "name": name[:120],
-                "ms": round(total / 1000, 2),
-                "share": round(total / busy, 4),
-                "calls": calls,
-            }
-            for name, (total, calls) in top
-        ],
-    }
+    return kernel_summary(prof.events(), steps)
 
 
 def peak_rss_of_training(shape: str, precision: str, steps: int, threads: int) -> float:

@@ -2,7 +2,8 @@
 # The GPU measurements of the README's "Measured on one NVIDIA H100", run on a lent GPU machine
 # (no internet there) from the repository root:
 #
-#   bench/gpu_run.sh PART [PART ...]     PART: tests, train, train25k, decode, workflow, before
+#   bench/gpu_run.sh PART [PART ...]     PART: tests, train, train25k, fixed, decode, workflow,
+#                                        decode_profile, before
 #
 # It expects, beside the working tree (ignored by git, carried to the machine):
 #   .whl/        the Python 3.12 wheels the machine lacks (snakemake and its needs, sacremoses)
@@ -14,10 +15,13 @@
 #   train     bench.bench_train's GPU section: base and big, eager and compiled, profiled
 #   decode    bench.bench_decode's GPU section on newstest2014: bf16 and fp32, variants
 #   workflow  config/multi30k.yaml run whole by Snakemake from a fresh clone of HEAD
+#   decode_profile  after workflow, in the same call: its test_2016 decode under torch.profiler
+#             (bench/profile_command.py) on the GPU and on 2 CPU threads, the workflow's flags
 #   train25k  the same with one micro-batch of 25,000 tokens per step (eager; big compiled)
-#   fixed     base at 1 x 25,000 and 1 x 3,125 tokens a step: eager on exact widths against
-#             compiled on fixed shapes (the 10 ladder widths of the synthetic corpus compile
-#             in the warm-up), profiled; then big at 1 x 25,000 the same way
+#   fixed     base at 1 x 25,000 tokens a step: eager on exact widths against compiled on
+#             fixed shapes (the 10 ladder widths of the synthetic corpus compile in the
+#             warm-up), and compiled with TORCHINDUCTOR_CUDAGRAPHS=1; then base at 1 x 3,125
+#             and big at 1 x 25,000, eager against compiled; each profiled
 #   before    the previous commit's GPU sections (training, decoding) on the same machine
 set -uo pipefail
 OUT=${OUT:-gpu_out}
@@ -69,42 +73,29 @@ for part in "$@"; do
         done
         ;;
     fixed)
-        for run in "base 25000" "base 3125" "big 25000"; do
-            read -r model tokens <<<"$run"
-            python3 -m bench.bench_train --gpu-only --gpu-shapes "$model" --gpu-max-tokens "$tokens" \
-                --gpu-tokens-per-step "$tokens" --gpu-compile off on --gpu-batch-shapes auto \
-                --gpu-steps 30 --gpu-warmup 40 --gpu-profile-steps 3 \
-                --out "$OUT/train_gpu_fixed_${model}_$tokens.json" 2>&1 | tee -a "$OUT/train_gpu_fixed.log"
+        # Base at 1 x 25,000 first (eager on exact widths, then compiled on fixed shapes), then
+        # the same compiled with inductor's CUDA graphs, then 1 x 3,125 (what each of 8 GPUs
+        # runs) and big. Every compiled run compiles the ladder widths it meets in its warm-up.
+        for run in "base 25000 off,on 0" "base 25000 on 1" "base 3125 off,on 0" "big 25000 off,on 0"; do
+            read -r model tokens compile graphs <<<"$run"
+            TORCHINDUCTOR_CUDAGRAPHS=$graphs python3 -m bench.bench_train --gpu-only \
+                --gpu-shapes "$model" --gpu-max-tokens "$tokens" --gpu-tokens-per-step "$tokens" \
+                --gpu-compile ${compile//,/ } --gpu-batch-shapes auto --gpu-steps 30 \
+                --gpu-warmup 40 --gpu-profile-steps 3 \
+                --out "$OUT/train_gpu_fixed_${model}_${tokens}_graphs$graphs.json" 2>&1 |
+                tee -a "$OUT/train_gpu_fixed.log"
         done
         ;;
-    workflow)
-        rm -rf /tmp/fresh
-        if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
-            git clone -q "$ROOT" /tmp/fresh && git -C /tmp/fresh log --oneline -1 >"$OUT/workflow.log"
-        else  # the tree came without .git: copy it, less what the runs write
-            mkdir -p /tmp/fresh && tar -C "$ROOT" --exclude=./.whl --exclude=./.gpu \
-                --exclude=./gpu_out -cf - . | tar -C /tmp/fresh -xf -
-            echo "copied tree (no .git)" >"$OUT/workflow.log"
-        fi
+    decode_profile)
         cd /tmp/fresh || exit 1
-        # The profile with one local GPU: GPU jobs (train, translate) run one at a time.
-        TRANSFORMER_LOCAL_GPUS=1 /usr/bin/time -v snakemake --profile workflow/profiles/default \
-            --configfile config/multi30k.yaml --config mirror="$ROOT/.gpu/data" \
-            -- results/table2.csv results/table3.csv >>"$OUT/workflow.log" 2>&1
-        echo "snakemake exit $?" | tee -a "$OUT/workflow.log"
-        grep -A12 "^Error in rule\|Traceback\|Error:" "$OUT/workflow.log" | head -40
-        for log in $(grep -l "Traceback\|Error" logs/*/* 2>/dev/null | head -3); do
-            echo "== $log"; tail -n 15 "$log"
+        src=$(ls data/en_de/prepared/test*.src | head -1)
+        for device in cuda cpu; do
+            python3 -m bench.profile_command --out "$OUT/translate_profile_$device.json" -- \
+                translate --checkpoint runs/en_de/base/averaged.pt --spm data/en_de/spm.model \
+                --input "$src" --output "/tmp/profiled_$device.txt" --beam 4 --alpha 2.0 \
+                --max-len-a 1.0 --max-len-b 50 --max-tokens 4096 --device "$device" \
+                --num-threads 2 2>&1 | tail -n 4 | tee -a "$OUT/translate_profile.log"
         done
-        grep -h "done:\|test_2016\|translate: 1000" logs/train/* logs/translate/* 2>/dev/null | tail -5
-        cat results/table2.csv 2>/dev/null | head -5
-        grep -E "Elapsed|Maximum resident" "$OUT/workflow.log"
-        cp results/table2.csv results/table3.csv "$OUT/" 2>/dev/null
-        tar czf "$OUT/workflow_logs.tgz" logs benchmarks runs/en_de/base/metrics.jsonl \
-            runs/en_de/base/summary.json data/en_de/spm.model data/en_de/raw/test.* \
-            data/en_de/prepared/test.* results/translations 2>/dev/null
-        # The test decode's checkpoint, for the same decode on this repository's CPU.
-        split -b 15M runs/en_de/base/averaged.pt "$OUT/averaged.pt.part-"
         cd "$ROOT" || exit 1
         ;;
     train25k)  # one micro-batch of 25,000 tokens per step: half the launches of two

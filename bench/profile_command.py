@@ -1,0 +1,123 @@
+"""A ``transformer-core`` command under torch.profiler: where its time goes, host and device.
+
+Runs the command in this process (``transformer_core.cli.main``) inside ``torch.profiler``
+and writes its wall time; the operators that took the most host time (self CPU time, calls);
+the host's waits for the device (synchronizations and device-to-host copies, with their
+count and time); and, on a GPU, the kernels: how many, the share of the span in which none
+ran, and the 10 that took the most GPU time. Made to find where a decode's step goes on a
+GPU (docs/gpu.md: the Multi30k test decode at 75 ms a step), and usable for any command:
+
+    python -m bench.profile_command --out translate_profile.json -- translate --checkpoint ...
+
+Writes ``--out`` (JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from transformer_core.cli import main as cli_main
+
+# Host calls that wait for the device: a synchronization, or a copy the host reads.
+WAITS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "Memcpy DtoH")
+
+
+def kernel_summary(events, steps: int = 1) -> dict:
+    """The CUDA kernels among profiler ``events``: their count (per step, of ``steps``), the
+    span from the first kernel's start to the last one's end, the share of it in which no
+    kernel ran (against the union of their intervals), and the 10 that took the most time."""
+    kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    intervals = sorted((e.time_range.start, e.time_range.end) for e in kernels)
+    busy, end = 0.0, float("-inf")
+    for start, stop in intervals:  # the union of the intervals
+        if stop > end:
+            busy += stop - max(start, end)
+            end = stop
+    span = intervals[-1][1] - intervals[0][0] if intervals else 0.0
+    by_name: dict[str, list[float]] = {}
+    for e in kernels:
+        entry = by_name.setdefault(e.name, [0.0, 0])
+        entry[0] += e.time_range.end - e.time_range.start
+        entry[1] += 1
+    top = sorted(by_name.items(), key=lambda item: -item[1][0])[:10]
+    return {
+        "steps": steps,
+        "kernels": len(kernels),
+        "kernels_per_step": round(len(kernels) / steps, 1),
+        "span_ms": round(span / 1000, 2),
+        "gpu_busy_ms": round(busy / 1000, 2),
+        "gpu_idle_share": round(1 - busy / span, 4) if span else None,
+        "top_kernels": [
+            {
+                "name": name[:120],
+                "ms": round(total / 1000, 2),
+                "share": round(total / busy, 4),
+                "calls": calls,
+            }
+            for name, (total, calls) in top
+        ],
+    }
+
+
+def host_summary(prof, top: int = 15) -> dict:
+    """The operators with the most self CPU time, and the host's waits for the device."""
+    averages = prof.key_averages()
+    rows = sorted(averages, key=lambda a: -a.self_cpu_time_total)[:top]
+    waits = [a for a in averages if any(w in a.key for w in WAITS)]
+    return {
+        "top_host_operators": [
+            {
+                "name": a.key[:120],
+                "self_cpu_ms": round(a.self_cpu_time_total / 1000, 2),
+                "calls": a.count,
+            }
+            for a in rows
+        ],  # fmt: skip
+        "device_waits": [
+            {"name": a.key[:120], "cpu_ms": round(a.cpu_time_total / 1000, 2), "calls": a.count}
+            for a in waits
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="where to write the JSON summary")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS]")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("give the command after --, e.g. -- translate --checkpoint ...")
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    start = time.perf_counter()
+    with profile(activities=activities) as prof:
+        status = cli_main(command)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    result = {
+        "command": command,
+        "status": status,
+        "wall_s": round(time.perf_counter() - start, 2),
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        **host_summary(prof),
+        "kernels": kernel_summary(prof.events()) if torch.cuda.is_available() else None,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {out}", file=sys.stderr)
+    return status or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
