@@ -56,6 +56,7 @@ LEARNING_VOCABULARY = 100  # the reversal task's: learned within a few hundred s
 
 
 def wmt_like_lengths(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Source and target lengths in pieces, as the module's docstring describes them."""
     rng = np.random.default_rng(seed)
     src = np.clip(rng.lognormal(3.1, 0.6, n).astype(np.int64), 1, 250)
     tgt = np.clip((src * rng.uniform(0.8, 1.25, n)).astype(np.int64), 1, 250)
@@ -69,20 +70,6 @@ def first_steps(sampler: TokenBucketSampler, micro_batches: int) -> list[list[in
         batches += sampler.batches(epoch)
         epoch += 1
     return batches[: STEPS * micro_batches]
-
-
-def shapes_by_step(batches, micro_batches, src, tgt, sampler) -> dict[int, int]:
-    """The distinct shapes met by steps 10, 100 and 1,000: how long a warm-up meets new ones."""
-    seen, counts = set(), {}
-    for i, batch in enumerate(batches):
-        longest = (1 + int(src[batch].max()), 1 + int(tgt[batch].max()))
-        if sampler.shapes is not None:
-            seen.add(sampler.shapes.shape(max(longest)))
-        else:
-            seen.add((len(batch), *(-(-n // 8) * 8 for n in longest)))
-        if (i + 1) % micro_batches == 0 and (i + 1) // micro_batches in (10, 100, STEPS):
-            counts[(i + 1) // micro_batches] = len(seen)
-    return counts
 
 
 def shapes_report(pairs: int) -> list[dict]:
@@ -103,7 +90,12 @@ def shapes_report(pairs: int) -> list[dict]:
                 "micro_batches": len(batches),
                 "distinct_shapes": stats["shapes"],
                 "padding_share": round(stats["padding_share"], 4),
-                "shapes_by_step": shapes_by_step(batches, micro_batches, src, tgt, sampler),
+                "shapes_by_step": {  # how long a warm-up meets new shapes
+                    steps: padding_stats(
+                        batches[: steps * micro_batches], src, tgt, sampler.shapes, multiple=8
+                    )["shapes"]
+                    for steps in (10, 100, STEPS)
+                },
                 "seconds": round(time.perf_counter() - start, 1),
             }
             print(json.dumps(row), flush=True)
@@ -112,8 +104,8 @@ def shapes_report(pairs: int) -> list[dict]:
 
 
 def warmup_report(precision: str) -> dict:
-    """Seconds to the first compiled step and to the fifth (the first two shapes), in a fresh
-    process with an empty inductor cache and again with the cache it left."""
+    """Seconds to the first compiled step and to the fifth, in a fresh process with an empty
+    inductor cache and again with the cache it left."""
     code = (
         "import sys, time, tempfile, torch; from pathlib import Path; "
         "from bench import bench_train as b; from bench.train_runners import Ours; "

@@ -8,6 +8,7 @@ import torch
 from conftest import TRAIN_SHAPE, tiny_config, tiny_model
 from corpora import write_corpus
 
+from bench.bench_shapes import wmt_like_lengths
 from transformer_core.data.batching import (
     BatchStream,
     TokenBucketSampler,
@@ -23,15 +24,6 @@ from transformer_core.model.checkpoint import load_checkpoint
 from transformer_core.settings import TrainConfig
 from transformer_core.training.loss import LossModel
 from transformer_core.training.session import train
-
-
-def wmt_like_lengths(n, seed=0):
-    """Source lengths log-normal (median 22 pieces, mean 27, up to 250), targets 0.8-1.25 times
-    theirs: WMT-like, as bench/bench_shapes.py draws them."""
-    rng = np.random.default_rng(seed)
-    src = np.clip(rng.lognormal(3.1, 0.6, n).astype(np.int64), 1, 250)
-    tgt = np.clip((src * rng.uniform(0.8, 1.25, n)).astype(np.int64), 1, 250)
-    return src, tgt
 
 
 def test_the_ladder_steps_by_8_then_by_about_an_eighth():
