@@ -15,6 +15,7 @@ Eager and compiled runs alternate, so that a burst of load from elsewhere hits b
 
     python -m bench.bench_compile                  # Multi30k and base, minutes on 2 cores
     python -m bench.bench_compile --shapes multi30k --rounds 2
+    python -m bench.bench_compile --kinds decoding --out compile_decoding.json
 
 Writes bench/results/HARDWARE/compile_against_eager.json (or --out).
 """
@@ -132,6 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--steps", type=int, default=3, help="training steps per round (default: 3)"
     )
+    parser.add_argument(
+        "--kinds",
+        nargs="+",
+        default=["training", "decoding"],
+        choices=["training", "decoding"],
+        help="what to measure (default: both)",
+    )
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
     parser.add_argument("--out", default=str(result_path("compile_against_eager")))
     args = parser.parse_args(argv)
@@ -150,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for shape in args.shapes:
-            for kind in ("training", "decoding"):
+            for kind in args.kinds:
                 if kind == "training":
                     row = training(shape, Path(tmp), args.rounds, args.steps)
                 else:

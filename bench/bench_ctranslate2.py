@@ -16,8 +16,12 @@ The search: beam 4, alpha 0.6, maximum length source + 50. The length penalties 
 ours is GNMT's ((5 + |Y|) / 6)^alpha (the paper's), CTranslate2's |Y|^alpha; on Multi30k
 each engine's outputs are its own, so tokens/s counts each one's tokens and BLEU
 (sacreBLEU, 13a) is reported beside them. Speed is target tokens per second, the best of
-``--repeats`` runs after a warm-up, engines interleaved. Without ``--checkpoint`` only
-``base_b32`` runs.
+``--repeats`` runs after a warm-up (its time recorded: a compiled engine compiles there),
+engines interleaved. Without ``--checkpoint`` only ``base_b32`` runs. ``--compiled`` adds our
+compiled step of fixed shapes in fp32 and bf16 (``translate --compile on``).
+
+``--only gpu`` runs instead, on the GPU, newstest2014 at 8,192-token batches in bf16: ours
+eager and compiled beside CTranslate2 (``bench_gpu``).
 
     python -m bench.bench_ctranslate2 --checkpoint runs/en_de/base/averaged.pt \\
         --spm data/en_de/spm.model --source data/en_de/raw/test.en --ref data/en_de/raw/test.de
@@ -50,6 +54,7 @@ from transformer_core.device import cpu_has_native_bf16
 ROOT = Path(__file__).resolve().parents[1]
 BEAM, ALPHA, EXTRA_LENGTH = 4, 0.6, 50
 BASE_SOURCES, BASE_LENGTH, BATCH = 200, 30, 32
+GPU_MAX_TOKENS = 8192
 
 Batches = list[list[list[int]]]  # batches of sources, each a list of piece ids (no EOS)
 
@@ -69,11 +74,15 @@ def package_module(package: str, name: str, flat_name: str | None = None):
 
 
 def our_runner(
-    model, precision: str, forced: int | None, package: str = "transformer_core"
+    model,
+    precision: str,
+    forced: int | None,
+    package: str = "transformer_core",
+    compiled: bool = False,
 ) -> Callable[[Batches], list]:
-    """Decode batches with our beam search in ``precision``, as ``translate`` does; the search
-    and its settings from ``package`` (another version's, imported under another name:
-    ``bench.bench_paired``)."""
+    """Decode batches with our beam search in ``precision``, as ``translate`` does (``compiled``:
+    as ``translate --compile on``); the search and its settings from ``package`` (another
+    version's, imported under another name: ``bench.bench_paired``)."""
     inference, search, settings = (
         package_module(package, name, flat)
         for name, flat in (
@@ -83,7 +92,7 @@ def our_runner(
         )
     )
     autocast = torch.bfloat16 if precision == "bf16" else None
-    decoder = inference.inference_model(model, autocast, int8=precision == "int8")
+    decoder = inference.inference_model(model, autocast, compiled, int8=precision == "int8")
     cfg = model.cfg
     # The beam's field: ``beam``, or ``beam_size`` in a version from before its rename.
     fields = {f.name for f in dataclasses.fields(settings.DecodeOptions)}
@@ -122,19 +131,29 @@ def ctranslate2_folder(model, pieces: list[str], quantization: str, folder: Path
     return out
 
 
-def ctranslate2_runner(folder: Path, pieces: list[str], forced: int | None):
-    """Decode batches with CTranslate2 on one thread, searched like ours but for its length
-    penalty; ``forced`` fixes every output's length."""
+def ctranslate2_runner(
+    folder: Path,
+    pieces: list[str],
+    forced: int | str | None,
+    device: str = "cpu",
+    compute_type: str = "default",
+):
+    """Decode batches with CTranslate2 (on a CPU, one thread), searched like ours but for its
+    length penalty; ``forced`` fixes every output's length (``"longest"``: each batch's to its
+    longest source's, CTranslate2 taking one length per call)."""
     import ctranslate2
 
-    translator = ctranslate2.Translator(str(folder), device="cpu", inter_threads=1, intra_threads=1)
+    translator = ctranslate2.Translator(
+        str(folder), device=device, compute_type=compute_type, inter_threads=1, intra_threads=1
+    )
     index = {piece: i for i, piece in enumerate(pieces)}
 
     def run(batches: Batches) -> list[list[int]]:
         outputs = []
         for batch in batches:
             longest = max(len(s) for s in batch) + 1 + EXTRA_LENGTH  # ours: 1 * (src + EOS) + 50
-            lengths = {"min_decoding_length": forced, "max_decoding_length": forced}
+            length = max(len(s) for s in batch) if forced == "longest" else forced
+            lengths = {"min_decoding_length": length, "max_decoding_length": length}
             results = translator.translate_batch(
                 [[pieces[i] for i in ids] for ids in batch],
                 beam_size=BEAM,
@@ -162,10 +181,28 @@ def marian_runner(model, forced: int):
     return run
 
 
+def our_runners(model, forced: int | None, compiled: bool) -> dict[str, Callable]:
+    """Our engines: each precision the CPU computes natively, and with ``compiled`` fp32 and
+    bf16 (where native) compiled too (``ours_fp32_compiled``)."""
+    runners = {f"ours_{p}": our_runner(model, p, forced) for p in our_precisions()}
+    if compiled:
+        for precision in our_precisions():
+            if precision != "int8":
+                runners[f"ours_{precision}_compiled"] = our_runner(
+                    model, precision, forced, compiled=True
+                )
+    return runners
+
+
 def best_of(runners: dict[str, Callable], batches: Batches, repeats: int) -> dict[str, dict]:
-    """Each runner's best time over ``repeats`` after a warm-up, runs interleaved; its outputs."""
+    """Each runner's best time over ``repeats`` after a warm-up (its time kept: a compiled
+    engine compiles there), runs interleaved; its outputs."""
     seconds: dict[str, list[float]] = {name: [] for name in runners}
-    outputs = {name: run(batches[:1]) for name, run in runners.items()}  # warm-up
+    warm_up, outputs = {}, {}
+    for name, run in runners.items():
+        start = time.perf_counter()
+        outputs[name] = run(batches[:1])
+        warm_up[name] = time.perf_counter() - start
     for _ in range(repeats):
         for name, run in runners.items():
             start = time.perf_counter()
@@ -178,6 +215,7 @@ def best_of(runners: dict[str, Callable], batches: Batches, repeats: int) -> dic
             "target_tokens_per_s": round(
                 sum(len(o) for o in outputs[name]) / min(seconds[name]), 1
             ),
+            "warm_up_seconds": round(warm_up[name], 2),
             "outputs": outputs[name],
         }
         for name in runners
@@ -200,7 +238,7 @@ def bench_multi30k(args, folder: Path) -> dict:
     lines = Path(args.source).read_text(encoding="utf-8").splitlines()
     refs = Path(args.ref).read_text(encoding="utf-8").splitlines()
     sources = [sp.encode(line) for line in lines]
-    runners = {f"ours_{p}": our_runner(model, p, None) for p in our_precisions()}
+    runners = our_runners(model, None, args.compiled)
     for quantization in ("float32", "int8"):
         exported = ctranslate2_folder(model, pieces, quantization, folder)
         runners[f"ctranslate2_{quantization}"] = ctranslate2_runner(exported, pieces, None)
@@ -238,7 +276,7 @@ def bench_base(args, folder: Path) -> dict:
     vocab = model.cfg.vocab_size
     pieces = ["<pad>", "<unk>", "<s>", "</s>", *(f"t{i}" for i in range(4, vocab))]
     batches = base_batches(vocab)
-    runners = {f"ours_{p}": our_runner(model, p, BASE_LENGTH) for p in our_precisions()}
+    runners = our_runners(model, BASE_LENGTH, args.compiled)
     for quantization in ("float32", "int8"):
         exported = ctranslate2_folder(model, pieces, quantization, folder)
         runners[f"ctranslate2_{quantization}"] = ctranslate2_runner(exported, pieces, BASE_LENGTH)
@@ -252,6 +290,45 @@ def bench_base(args, folder: Path) -> dict:
     return {"batches": len(batches), "sentences": BASE_SOURCES, "engines": measured}
 
 
+def bench_gpu(args, folder: Path) -> dict:
+    """newstest2014 on the GPU, beam 4, in bf16 at 8,192-token batches: ours eager and compiled
+    (``bench_decode.bench_file_decoding``, each output forced to its source's length) beside
+    CTranslate2 (compute type bfloat16) on the same batches, each forced to its longest source.
+    Each engine decodes the first 64 sources once before it is timed."""
+    from bench.bench_decode import NEWSTEST2014, bench_file_decoding, newstest_sources
+
+    sources = newstest_sources(folder)
+    origin = f"{NEWSTEST2014}, BPE 8000 trained on newstest2014 here"
+    rows = {
+        f"ours_bf16{'_compiled' if compile else ''}": bench_file_decoding(
+            sources, origin, GPU_MAX_TOKENS, compile=compile
+        )
+        for compile in (False, True)
+    }
+    model = our_model("base")
+    pieces = ["<pad>", "<unk>", "<s>", "</s>", *(f"t{i}" for i in range(4, model.cfg.vocab_size))]
+    exported = ctranslate2_folder(model, pieces, "float32", folder)
+    run = ctranslate2_runner(exported, pieces, "longest", device="cuda", compute_type="bfloat16")
+    batches = [[sources[i] for i in group] for group in make_batches(
+        [len(s) + 1 for s in sources], GPU_MAX_TOKENS
+    )]  # fmt: skip
+    start = time.perf_counter()
+    run(batches[:1])
+    warm_up = time.perf_counter() - start
+    start = time.perf_counter()
+    tokens = sum(len(o) for o in run(batches))
+    seconds = time.perf_counter() - start
+    rows["ctranslate2_bfloat16"] = {
+        "warmup_seconds": round(warm_up, 2),
+        "seconds": round(seconds, 3),
+        "target_tokens": tokens,
+        "target_tokens_per_s": round(tokens / seconds, 1),
+    }
+    for engine, row in rows.items():
+        print(f"  gpu {engine}: {row['target_tokens_per_s']:.0f} tok/s", flush=True)
+    return {"device": torch.cuda.get_device_name(), "max_tokens": GPU_MAX_TOKENS, "engines": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", help="a trained Multi30k checkpoint (averaged.pt)")
@@ -260,7 +337,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ref", help="test_2016_flickr German, for sacreBLEU")
     parser.add_argument("--repeats", type=int, default=2, help="timed runs per engine (default 2)")
     parser.add_argument("--no-marian", action="store_true", help="leave HF Marian out")
-    parser.add_argument("--only", choices=["multi30k", "base"], help="one benchmark group")
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="also our compiled fixed-shape step, fp32 and bf16 (translate --compile on)",
+    )
+    parser.add_argument("--only", choices=["multi30k", "base", "gpu"], help="one benchmark group")
     parser.add_argument("--out", default=str(result_path("decode_beside_ctranslate2")))
     args = parser.parse_args(argv)
     import ctranslate2
@@ -280,8 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         if args.checkpoint and args.only != "base":
             result["benchmarks"].update(bench_multi30k(args, Path(tmp)))
-        if args.only != "multi30k":
+        if args.only in (None, "base"):
             result["benchmarks"]["base_b32"] = bench_base(args, Path(tmp))
+        if args.only == "gpu":
+            result["benchmarks"]["newstest2014_gpu"] = bench_gpu(args, Path(tmp))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

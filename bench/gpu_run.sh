@@ -3,10 +3,11 @@
 # (no internet there) from the repository root:
 #
 #   bench/gpu_run.sh PART [PART ...]     PART: tests, train, train25k, fixed, decode, workflow,
-#                                        decode_profile, before
+#                                        decode_profile, decode_fixed, before
 #
 # It expects, beside the working tree (ignored by git, carried to the machine):
-#   .whl/        the Python 3.12 wheels the machine lacks (snakemake and its needs, sacremoses)
+#   .whl/        the Python 3.12 wheels the machine lacks (snakemake and its needs, sacremoses,
+#                ctranslate2 for decode_fixed)
 #   .gpu/data/   multi30k/ and wmt/newstest2014-deen-full.{en,de} from the shared data
 #   .gpu/before/ the previous commit's tree, for the part "before"
 # and writes its logs and JSON results under $OUT (default: gpu_out/).
@@ -17,6 +18,10 @@
 #   workflow  config/multi30k.yaml run whole by Snakemake from a fresh clone of HEAD
 #   decode_profile  after workflow, in the same call: its test_2016 decode under torch.profiler
 #             (bench/profile_command.py) on the GPU and on 2 CPU threads, the workflow's flags
+#   decode_fixed  after workflow, in the same call: its test_2016 decode with the workflow's
+#             flags on the GPU eager, compiled (fixed-shape step, CUDA graphs) twice (the second
+#             from inductor's cache on disk), and on 2 CPU threads, each timed whole; then
+#             newstest2014 in bf16 beside CTranslate2 on the GPU (bench_ctranslate2 --only gpu)
 #   train25k  the same with one micro-batch of 25,000 tokens per step (eager; big compiled)
 #   fixed     base at 1 x 25,000 tokens a step: eager on exact widths against compiled on
 #             fixed shapes (the 10 ladder widths of the synthetic corpus compile in the
@@ -97,6 +102,26 @@ for part in "$@"; do
                 --num-threads 2 2>&1 | tail -n 4 | tee -a "$OUT/translate_profile.log"
         done
         cd "$ROOT" || exit 1
+        ;;
+    decode_fixed)
+        cd /tmp/fresh || exit 1
+        src=$(ls data/en_de/prepared/test*.src | head -1)
+        for run in "cuda off" "cuda on" "cuda on" "cpu off"; do
+            read -r device compile <<<"$run"
+            begin=$(date +%s%N)
+            transformer-core translate --checkpoint runs/en_de/base/averaged.pt \
+                --spm data/en_de/spm.model --input "$src" --output "/tmp/fixed_${device}_$compile.txt" \
+                --beam 4 --alpha 2.0 --max-len-a 1.0 --max-len-b 50 --max-tokens 4096 \
+                --device "$device" --compile "$compile" --num-threads 2 2>&1 | tail -n 2
+            echo "translate $device compile $compile: $((($(date +%s%N) - begin) / 1000000)) ms" |
+                tee -a "$OUT/decode_fixed.log"
+        done
+        python3 -c "import sys; a, b = (open(f).readlines() for f in sys.argv[1:]); \
+print(sum(x != y for x, y in zip(a, b)), 'of', len(a), 'lines differ, GPU eager against compiled')" \
+            /tmp/fixed_cuda_off.txt /tmp/fixed_cuda_on.txt | tee -a "$OUT/decode_fixed.log"
+        cd "$ROOT" || exit 1
+        python3 -m bench.bench_ctranslate2 --only gpu --out "$OUT/decode_gpu_ctranslate2.json" 2>&1 |
+            tee -a "$OUT/decode_fixed.log"
         ;;
     train25k)  # one micro-batch of 25,000 tokens per step: half the launches of two
         python3 -m bench.bench_train --gpu-only --gpu-max-tokens 25000 --gpu-compile off \

@@ -19,20 +19,31 @@ from transformer_core.model.transformer import Transformer
 from transformer_core.training.loss import LossModel
 
 
-def test_compiled_decoding_copy_returns_the_eager_hypotheses():
-    """inference.inference_model(compile=True): the encoder and each layer's step compiled (one
-    layer a side: each compiles as the others do, and compiling more costs time, not coverage)."""
+def test_compiled_decoding_copy_returns_the_eager_hypotheses_and_compiles_once():
+    """inference.inference_model(compile=True): the encoder and the fixed-shape step compiled,
+    with dynamic shapes (one layer a side: each compiles as the others do, and compiling more
+    costs time, not coverage). A second batch of other shapes (sentences, source width, output
+    lengths past a cache block) compiles nothing more."""
     model = tiny_model(tiny_config(encoder_layers=1, decoder_layers=1), seed=5, sharp=True)
-    gen = torch.Generator().manual_seed(6)
-    src = torch.randint(4, 50, (5, 9), generator=gen)
-    src[:, -1] = 3
+    compiled_model = inference_model(model, None, compile=True)
     settings = dict(beam=4, alpha=0.6, max_len_a=1.0, max_len_b=5, nbest=2)
-    eager = beam_search_nbest(model, src, **settings)
-    compiled = beam_search_nbest(inference_model(model, None, compile=True), src, **settings)
-    assert [[h.tokens for h in hs] for hs in compiled] == [[h.tokens for h in hs] for hs in eager]
-    for c_hyps, e_hyps in zip(compiled, eager, strict=True):
-        for c, e in zip(c_hyps, e_hyps, strict=True):
-            assert c.score == pytest.approx(e.score, abs=1e-5)
+    graphs = None
+    for sentences, width, max_len_b in [(5, 9, 5), (11, 21, 20)]:
+        gen = torch.Generator().manual_seed(sentences)
+        src = torch.randint(4, 50, (sentences, width), generator=gen)
+        src[:, -1] = 3
+        settings["max_len_b"] = max_len_b
+        eager = beam_search_nbest(model, src, **settings)
+        compiled = beam_search_nbest(compiled_model, src, **settings)
+        assert [[h.tokens for h in hs] for hs in compiled] == [
+            [h.tokens for h in hs] for hs in eager
+        ]
+        for c_hyps, e_hyps in zip(compiled, eager, strict=True):
+            for c, e in zip(c_hyps, e_hyps, strict=True):
+                assert c.score == pytest.approx(e.score, abs=1e-5)
+        if graphs is None:
+            graphs = counters["stats"]["unique_graphs"]
+    assert counters["stats"]["unique_graphs"] == graphs
 
 
 def test_compiled_loss_model_gives_the_eager_loss_and_gradients():

@@ -101,3 +101,29 @@ def test_compiled_step_gives_the_eager_loss_on_cuda(tmp_path):
         with torch.autocast("cuda", dtype=torch.bfloat16):
             losses.append(model(*tensors[:3], 0.1, tensors[3])[0].item())
     assert losses[1] == pytest.approx(losses[0], rel=1e-2)
+
+
+def test_compiled_fixed_shape_decoding_on_cuda_returns_the_cpu_hypotheses():
+    """The fixed-shape step compiled with CUDA graphs (``inference_model(compile=True)``), fp32:
+    the CPU's eager hypotheses over two batches of other shapes, and no graph compiled for the
+    second."""
+    from torch._dynamo.utils import counters
+
+    from transformer_core.decoding.inference import inference_model
+
+    model = tiny_model(tiny_config(), seed=5, sharp=True)
+    compiled = inference_model(tiny_model(tiny_config(), seed=5, sharp=True).to(CUDA), None, True)
+    graphs = None
+    for sentences, width in [(7, 9), (13, 17)]:
+        gen = torch.Generator().manual_seed(sentences)
+        src = torch.randint(4, 50, (sentences, width), generator=gen)
+        src[:, -1] = 3
+        settings = dict(beam=4, alpha=0.6, max_len_a=1.0, max_len_b=20, nbest=2)
+        on_cpu = beam_search_nbest(model, src, **settings)
+        on_gpu = beam_search_nbest(compiled, src.to(CUDA), **settings)
+        assert [[h.tokens for h in hs] for hs in on_gpu] == [
+            [h.tokens for h in hs] for hs in on_cpu
+        ]
+        if graphs is None:
+            graphs = counters["stats"]["unique_graphs"]
+    assert counters["stats"]["unique_graphs"] == graphs

@@ -70,9 +70,11 @@ def run(args: argparse.Namespace) -> int:
     device, autocast = setup_device(runtime)
     if int8:
         check_int8_device(device, autocast)
+    compiled = use_compile(device, runtime.compile, "decode")
     print(
         f"decoding on {device} ({cpu_threads()}), precision "
-        f"{'int8 (dynamic)' if int8 else precision_name(autocast)} (scores in fp32)",
+        f"{'int8 (dynamic)' if int8 else precision_name(autocast)} (scores in fp32), "
+        f"{'compiled' if compiled else 'eager'} step (--compile {runtime.compile})",
         file=sys.stderr,
     )
     model, sp = load_translation_model(args.checkpoint, args.spm, device, args.allow_vocab_mismatch)
@@ -87,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         autocast,
         source_name=args.input,
         progress=progress,
-        compile=use_compile(device, runtime.compile, "decode"),
+        compile=compiled,
         int8=int8,
     )
     progress.report()
