@@ -37,6 +37,7 @@ import dataclasses
 import importlib
 import json
 import platform
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -345,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=["multi30k", "base", "gpu"], help="one benchmark group")
     parser.add_argument("--out", default=str(result_path("decode_beside_ctranslate2")))
     args = parser.parse_args(argv)
+    if args.only == "gpu" and not torch.cuda.is_available():
+        print("bench_ctranslate2: --only gpu needs a CUDA GPU", file=sys.stderr)
+        return 2
     import ctranslate2
 
     torch.set_num_threads(1)
@@ -360,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmarks": {},
     }
     with tempfile.TemporaryDirectory() as tmp:
-        if args.checkpoint and args.only != "base":
+        if args.checkpoint and args.only in (None, "multi30k"):
             result["benchmarks"].update(bench_multi30k(args, Path(tmp)))
         if args.only in (None, "base"):
             result["benchmarks"]["base_b32"] = bench_base(args, Path(tmp))

@@ -130,9 +130,9 @@ class RuntimeSettings:
         AUTO,
         "--compile",
         "torch.compile the model (training: the encoder and decoder stacks, the fused loss stays "
-        "eager; decoding: the encoder and the decoder's steps): on, off, or auto, where it was "
-        "measured faster (docs/gpu.md, 'Compilation'); the first batches of new shapes pay the "
-        "compilation",
+        "eager; decoding: the whole step of a decoder of few shapes, CUDA graphs on GPUs): on, "
+        "off, or auto, where it was measured faster (docs/gpu.md, 'Compilation'); the first "
+        "batches of new shapes pay the compilation",
         choices=COMPILE_MODES,
     )
     num_threads: int | None = option(

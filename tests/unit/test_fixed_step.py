@@ -81,3 +81,14 @@ def test_a_decode_meets_few_shapes():
     assert {c for _, c, _ in shapes} <= {CACHE_BLOCK, 2 * CACHE_BLOCK, 3 * CACHE_BLOCK}
     assert {s for _, _, s in shapes} == {16}
     assert len(set(shapes)) < len(shapes) / 4
+
+
+def test_learned_positions_up_to_the_end_of_their_table():
+    """A learned table of 20 positions: outputs stop there, inside a cache of 32."""
+    model = tiny_model(tiny_config(positional="learned", max_positions=20), seed=5, sharp=True)
+    src = ragged_sources(6, 10, seed=7)
+    settings = dict(beam=2, alpha=0.6, max_len_a=1.0, max_len_b=30, nbest=1)
+    eager = beam_search_nbest(model, src, **settings)
+    fixed = beam_search_nbest(FixedShapeDecoder(model), src, **settings)
+    assert [h[0].tokens for h in fixed] == [h[0].tokens for h in eager]
+    assert max(len(h[0].tokens) for h in eager) == 20

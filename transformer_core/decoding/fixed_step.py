@@ -79,7 +79,7 @@ class CachePool:
     shapes). A CUDA graph reads and writes its caches where they were when it was recorded: new
     caches of a shape it has seen would make it record again, at every batch. A batch holds
     one shape at a time (its rows only shrink, its caches only grow), so it never takes a shape
-    it holds; buffers are zeros when new, and hold finite values of an earlier batch after, so
+    it holds (and a decoder decodes one batch at a time); buffers are zeros when new, and hold finite values of an earlier batch after, so
     the positions a step masks never turn its sums into NaN."""
 
     def __init__(self):
@@ -142,10 +142,6 @@ class FixedShapeState:
     @property
     def slots(self) -> int:
         return self.src_mask.size(0)
-
-    @property
-    def rows(self) -> int:
-        return self.sentences * self.beam
 
     def reorder(
         self, rows: Tensor, sentences: Tensor | None = None, beam: int | None = None
@@ -250,10 +246,14 @@ class FixedShapeDecoder(nn.Module):
 
     def _position_encodings(self, capacity: int, device: torch.device) -> Tensor:
         """The encodings (capacity, d_model) of the positions a cache of ``capacity`` holds: one
-        tensor per capacity, which the steps index (a view per step would be a new input)."""
+        tensor per capacity, which the steps index (a view per step would be a new input). A
+        learned table ends at ``max_positions``, where the search stops: zeros after it."""
         key = (capacity, device)
         if key not in self._encodings:
-            self._encodings[key] = self.model.positions(0, capacity, device).contiguous()
+            cfg = self.cfg
+            known = min(capacity, cfg.max_positions) if cfg.positional == "learned" else capacity
+            table = self.model.positions(0, known, device)
+            self._encodings[key] = F.pad(table, (0, 0, 0, capacity - known)).contiguous()
         return self._encodings[key]
 
     def decode(
@@ -280,9 +280,9 @@ class FixedShapeDecoder(nn.Module):
         at = position.view(1)
         y = model.embedding(tokens[:, None]) * math.sqrt(model.cfg.d_model)
         y = y + encodings.index_select(0, at)
-        slots = torch.arange(encodings.size(0), device=at.device)
-        write = (slots == at)[None, None, :, None]  # (1, 1, capacity, 1)
-        keep = (slots <= at)[None, None, None, :]  # (1, 1, 1, capacity)
+        positions = torch.arange(encodings.size(0), device=at.device)
+        write = (positions == at)[None, None, :, None]  # (1, 1, capacity, 1)
+        keep = (positions <= at)[None, None, None, :]  # (1, 1, 1, capacity)
         for layer, k_cache, v_cache, k_cross, v_cross in zip(
             model.decoder_layers, self_k, self_v, cross_k, cross_v, strict=True
         ):

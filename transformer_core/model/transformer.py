@@ -210,9 +210,10 @@ class DecoderLayer(nn.Module):
         self_mask: Tensor | None = None,
     ) -> Tensor:
         """The rest of ``step`` once the cache holds this position: a function of tensors alone
-        (what ``inference.inference_model`` compiles). Decoding runs in eval mode, where dropout
-        is the identity: it is left out. ``self_mask`` (broadcastable to (rows, h, 1, t)) marks
-        the cached positions to attend to; None: all (the eager caches hold only written ones)."""
+        (the fixed-shape step, ``decoding.fixed_step``, runs it compiled). Decoding runs in eval
+        mode, where dropout is the identity: it is left out. ``self_mask`` (broadcastable to
+        (rows, h, 1, t)) marks the cached positions to attend to; None: all (the eager caches
+        hold only written ones)."""
         attended = self.self_attn.attend(y, self_k, self_v, self_mask, decoding=True)
         y = self.norm_1(y + attended)
         n_rows, _, d_model = y.shape
