@@ -19,12 +19,23 @@ from transformer_core.model.transformer import Transformer
 from transformer_core.training.loss import LossModel
 
 
-def test_compiled_decoding_copy_returns_the_eager_hypotheses_and_compiles_once():
-    """inference.inference_model(compile=True): the encoder and the fixed-shape step compiled,
-    with dynamic shapes (one layer a side: each compiles as the others do, and compiling more
-    costs time, not coverage). A second batch of other shapes (sentences, source width, output
-    lengths past a cache block) compiles nothing more."""
-    model = tiny_model(tiny_config(encoder_layers=1, decoder_layers=1), seed=5, sharp=True)
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {},
+        # d_model 256: the copy's products are oneDNN-packed (packed.worth_packing), compiled as
+        # one opaque operator each (packed.packed_linear)
+        dict(vocab_size=300, d_model=256, d_ff=512, h=4, d_k=64, d_v=64),
+    ],
+    ids=["tiny", "packed"],
+)
+def test_compiled_decoding_copy_returns_the_eager_hypotheses_and_compiles_once(shape):
+    """inference.inference_model(compile=True): the fixed-shape step compiled, with dynamic
+    shapes (one layer a side: each compiles as the others do, and compiling more costs time,
+    not coverage). A second batch of other shapes (sentences, source width, output lengths
+    past a cache block) compiles nothing more."""
+    cfg = tiny_config(encoder_layers=1, decoder_layers=1, **shape)
+    model = tiny_model(cfg, seed=5, sharp=True)
     compiled_model = inference_model(model, None, compile=True)
     settings = dict(beam=4, alpha=0.6, max_len_a=1.0, max_len_b=5, nbest=2)
     graphs = None

@@ -20,8 +20,9 @@ def inference_model(
     """The model to decode with under ``autocast``: for bf16, a copy whose matrices are bf16;
     with ``int8``, a copy whose matrix products are dynamic int8 (``quantize.int8_model``, CPUs,
     no autocast); with ``compile``, a copy whose decoding step is compiled. On a
-    CPU, without ``int8`` or ``compile``, the copy's matrices are also packed by oneDNN
-    (``packed.pack_linears``) where that is faster (``packed.worth_packing``), fp32 included.
+    CPU, without ``int8``, the copy's matrices are also packed by oneDNN
+    (``packed.pack_linears``) where that is faster (``packed.worth_packing``), fp32 included,
+    compiled or not.
 
     Autocast casts every fp32 weight to bf16 again at every call it makes; in beam
     search, one call per layer per output token, that copying took 39% of the decoding
@@ -37,7 +38,7 @@ def inference_model(
     under 16 tokens (8 s on 2 CPU cores) for milliseconds a batch. The caller's model is left
     as it is (fp32, for training or another decode).
     """
-    pack = not int8 and not compile and worth_packing(model)
+    pack = not int8 and worth_packing(model)
     if autocast is None and not compile and not int8 and not pack:
         return model
     if int8:

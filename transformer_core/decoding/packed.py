@@ -15,7 +15,10 @@ projection into ``PackedLinear``; the embedding lookups, attention, layer norms 
 search are unchanged. A packed call costs about 13 us more than ``F.linear`` before
 its product, so small models lose: at d_model 64 (the smoke scale) a 64-row product
 takes 22 us against 9 us. ``worth_packing`` packs from ``PACK_MIN_D_MODEL`` up, and
-only where torch has oneDNN's packing ops.
+only where torch has oneDNN's packing ops. The compiled decoding step (``fixed_step``) keeps
+the packed products, each one opaque operator in its graph (``packed_linear``): inductor's
+own products there are MKL's, the slower at these shapes (256 into 8000 at 8 rows, one thread:
+331 us packed by oneDNN, 674 ``F.linear``, 734 packed by MKL).
 """
 
 from __future__ import annotations
@@ -37,6 +40,19 @@ def worth_packing(model: nn.Module) -> bool:
     )
 
 
+@torch.library.custom_op("transformer_core::packed_linear", mutates_args=())
+def packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """oneDNN's product of ``x`` and a packed ``weight``, as one operator that torch.compile
+    calls as it is: inductor's oneDNN fusion pass would otherwise rewrite the product around
+    it, and fails to on dynamic shapes."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+@packed_linear.register_fake
+def _(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    return x.new_empty(*x.shape[:-1], weight.size(0))
+
+
 class PackedLinear(nn.Module):
     """``x W^T + b`` with W reordered once into oneDNN's layout (inference only: no gradient)."""
 
@@ -50,9 +66,10 @@ class PackedLinear(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         # Under bf16 autocast the caller's activations may be fp32 (a layer norm's output):
         # the packed kernel takes its own dtype only.
-        return torch.ops.mkldnn._linear_pointwise(
-            x.to(self.dtype).contiguous(), self.weight, self.bias, "none", [], ""
-        )
+        x = x.to(self.dtype).contiguous()
+        if torch.compiler.is_compiling():  # one opaque operator in the graph
+            return packed_linear(x, self.weight, self.bias)
+        return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, {self.dtype}"
