@@ -112,7 +112,8 @@ for part in "$@"; do
             transformer-core translate --checkpoint runs/en_de/base/averaged.pt \
                 --spm data/en_de/spm.model --input "$src" --output "/tmp/fixed_${device}_$compile.txt" \
                 --beam 4 --alpha 2.0 --max-len-a 1.0 --max-len-b 50 --max-tokens 4096 \
-                --device "$device" --compile "$compile" --num-threads 2 2>&1 | tail -n 2
+                --device "$device" --compile "$compile" --num-threads 2 2>&1 | tail -n 2 |
+                tee -a "$OUT/decode_fixed.log"
             echo "translate $device compile $compile: $((($(date +%s%N) - begin) / 1000000)) ms" |
                 tee -a "$OUT/decode_fixed.log"
         done
