@@ -152,6 +152,7 @@ def gpu_throughput(
     profile_steps: int = 0,
     batch_shapes: str = "auto",
     tokens_per_step: int = 25000,
+    lengths: tuple = (3, 80),
 ) -> dict:
     """Our trainer on the GPU: bf16 autocast, ``tokens_per_step`` target tokens, ``steps`` timed
     steps after ``warmup`` (compilation happens there), then ``profile_steps`` under the
@@ -160,7 +161,9 @@ def gpu_throughput(
 
     cfg = model_config("big" if shape == "big" else "base", vocab_size=37000)
     device = torch.device("cuda", 0)
-    dataset = synthetic_corpus(workdir / f"gpu_{shape}", cfg.vocab_size, sentences=60000)
+    dataset = synthetic_corpus(
+        workdir / f"gpu_{shape}_{lengths[0]}_{lengths[1]}", cfg.vocab_size, 60000, lengths=lengths
+    )
     ours = Ours(cfg, dataset, device, "bf16", max_tokens, tokens_per_step, compile, batch_shapes)
     torch.cuda.reset_peak_memory_stats(device)  # after CUDA's first use: it fails before it
     choose_attention_backends(device, cudnn=cudnn_attention)
@@ -192,6 +195,7 @@ def gpu_throughput(
         "fixed_shapes": ours.trainer.fixed_shapes,
         "inductor_cudagraphs": os.environ.get("TORCHINDUCTOR_CUDAGRAPHS") == "1",
         "cudnn_attention": cudnn_attention,
+        "sentence_lengths": list(lengths),
         "max_tokens": max_tokens,
         "accumulation": ours.trainer.accumulation,
         "warmup_steps": warmup,
@@ -284,6 +288,15 @@ def main() -> int:
         help="also run each GPU variant with cuDNN's attention allowed (the default leaves it out)",
     )
     parser.add_argument(
+        "--gpu-lengths",
+        type=int,
+        nargs=2,
+        default=[3, 80],
+        metavar=("LOW", "HIGH"),
+        help="the synthetic corpus's sentence lengths, clipped to LOW..HIGH (default: 3 80; "
+        "25 32: one batch width, so a compiled variant compiles one shape)",
+    )
+    parser.add_argument(
         "--gpu-profile-steps",
         type=int,
         default=5,
@@ -354,6 +367,7 @@ def main() -> int:
                     args.gpu_profile_steps,
                     shapes,
                     args.gpu_tokens_per_step,
+                    tuple(args.gpu_lengths),
                 )
                 result["gpu"].append(row)
                 print(f"gpu: {json.dumps(row)}", file=sys.stderr, flush=True)

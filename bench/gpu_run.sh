@@ -2,15 +2,19 @@
 # The GPU measurements of the README's "Measured on one NVIDIA H100", run on a lent GPU machine
 # (no internet there) from the repository root:
 #
-#   bench/gpu_run.sh PART [PART ...]     PART: tests, train, train25k, fixed, decode, workflow,
-#                                        decode_profile, decode_fixed, before
+#   bench/gpu_run.sh PART [PART ...]     PART: tests, train, train25k, fixed, fixed3125, decode,
+#                                        workflow, decode_profile, decode_fixed, before
 #
 # It expects, beside the working tree (ignored by git, carried to the machine):
 #   .whl/        the Python 3.12 wheels the machine lacks (snakemake and its needs, sacremoses,
 #                ctranslate2 for decode_fixed)
 #   .gpu/data/   multi30k/ and wmt/newstest2014-deen-full.{en,de} from the shared data
+#   .gpu/m30k/   for decode_fixed without workflow: a trained Multi30k checkpoint (averaged*.pt),
+#                its spm.model, the prepared test.src and the German test.de
 #   .gpu/before/ the previous commit's tree, for the part "before"
-# and writes its logs and JSON results under $OUT (default: gpu_out/).
+# and writes its logs and JSON results under $OUT (default: gpu_out/). GPU_DEADLINE (seconds
+# from the start, default 3600) bounds the whole run: each command is stopped at it, so a
+# run inside a lease of minutes still ends with its results packed.
 #
 #   tests     pytest -m gpu (tests/commands/test_gpu.py)
 #   train     bench.bench_train's GPU section: base and big, eager and compiled, profiled
@@ -18,15 +22,17 @@
 #   workflow  config/multi30k.yaml run whole by Snakemake from a fresh clone of HEAD
 #   decode_profile  after workflow, in the same call: its test_2016 decode under torch.profiler
 #             (bench/profile_command.py) on the GPU and on 2 CPU threads, the workflow's flags
-#   decode_fixed  after workflow, in the same call: its test_2016 decode with the workflow's
-#             flags on the GPU eager, compiled (fixed-shape step, CUDA graphs) twice (the second
-#             from inductor's cache on disk), and on 2 CPU threads, each timed whole; then
-#             newstest2014 in bf16 beside CTranslate2 on the GPU (bench_ctranslate2 --only gpu)
+#   decode_fixed  the test_2016 decode of workflow (run before it in the same call) or of
+#             .gpu/m30k/ with the workflow's flags: on the GPU eager, compiled (fixed-shape
+#             step, CUDA graphs), on 2 CPU threads, and compiled again (from inductor's cache
+#             on disk), each timed whole and scored; then newstest2014 in bf16 beside
+#             CTranslate2 on the GPU (bench_ctranslate2 --only gpu)
 #   train25k  the same with one micro-batch of 25,000 tokens per step (eager; big compiled)
-#   fixed     base at 1 x 25,000 tokens a step: eager on exact widths against compiled on
-#             fixed shapes (the 10 ladder widths of the synthetic corpus compile in the
-#             warm-up), and compiled with TORCHINDUCTOR_CUDAGRAPHS=1; then base at 1 x 3,125
-#             and big at 1 x 25,000, eager against compiled; each profiled
+#   fixed     base, then big, at 1 x 25,000 tokens a step: eager on exact widths against
+#             compiled on fixed shapes with inductor's CUDA graphs (TORCHINDUCTOR_CUDAGRAPHS=1),
+#             each profiled; sentences of 24 to 31 tokens, so that every batch is 32 wide
+#             (one shape to compile; the widths of a WMT mix each compile once in a warm-up)
+#   fixed3125 the same at 1 x 3,125 tokens a step (what each of the paper's 8 GPUs runs)
 #   before    the previous commit's GPU sections (training, decoding) on the same machine
 set -uo pipefail
 OUT=${OUT:-gpu_out}
@@ -46,6 +52,16 @@ printf '#!/bin/sh\nexec python3 "$@"\n' >/tmp/bin/python
 chmod +x /tmp/bin/python
 export PATH=/tmp/bin:/tmp/site/bin:$PATH
 export TRANSFORMER_CORE_SHARED_DATA=$ROOT/.gpu/data
+BEGIN=$(date +%s)
+# `bounded CMD...`: CMD, stopped at GPU_DEADLINE seconds from the start (status 124).
+bounded() {
+    local left=$((${GPU_DEADLINE:-3600} - ($(date +%s) - BEGIN)))
+    if ((left < 5)); then
+        echo "skipped (deadline): $*" | tee -a "$OUT/times.txt"
+        return 124
+    fi
+    timeout -k 5 "$left" "$@"
+}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >"$OUT/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
 'cudnn', torch.backends.cudnn.version(), torch.cuda.get_device_name())" >>"$OUT/gpu.txt"
@@ -55,7 +71,8 @@ for part in "$@"; do
     start=$(date +%s)
     case $part in
     tests)
-        python3 -m pytest -q -m gpu tests/commands/test_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/tests.log"
+        bounded python3 -m pytest -q -m gpu tests/commands/test_gpu.py -p no:cacheprovider 2>&1 |
+            tee "$OUT/tests.log"
         ;;
     train)
         python3 -m bench.bench_train --gpu-only --gpu-compile off on --gpu-steps 50 \
@@ -77,52 +94,76 @@ for part in "$@"; do
                 --out "$OUT/decode_gpu_cudnn_$cudnn.json" 2>&1 | tee -a "$OUT/decode_gpu.log"
         done
         ;;
-    fixed)
-        # Base at 1 x 25,000 first (eager on exact widths, then compiled on fixed shapes), then
-        # the same compiled with inductor's CUDA graphs, then 1 x 3,125 (what each of 8 GPUs
-        # runs) and big. Every compiled run compiles the ladder widths it meets in its warm-up.
-        for run in "base 25000 off,on 0" "base 25000 on 1" "base 3125 off,on 0" "big 25000 off,on 0"; do
-            read -r model tokens compile graphs <<<"$run"
-            TORCHINDUCTOR_CUDAGRAPHS=$graphs python3 -m bench.bench_train --gpu-only \
-                --gpu-shapes "$model" --gpu-max-tokens "$tokens" --gpu-tokens-per-step "$tokens" \
-                --gpu-compile ${compile//,/ } --gpu-batch-shapes auto --gpu-steps 30 \
-                --gpu-warmup 40 --gpu-profile-steps 3 \
-                --out "$OUT/train_gpu_fixed_${model}_${tokens}_graphs$graphs.json" 2>&1 |
+    fixed | fixed3125)
+        tokens=25000
+        [[ $part == fixed3125 ]] && tokens=3125
+        for model in base big; do
+            bounded env TORCHINDUCTOR_CUDAGRAPHS=1 python3 -m bench.bench_train --gpu-only \
+                --gpu-shapes $model --gpu-max-tokens $tokens --gpu-tokens-per-step $tokens \
+                --gpu-compile off on --gpu-batch-shapes auto --gpu-lengths 24 31 \
+                --gpu-steps 20 --gpu-warmup 6 --gpu-profile-steps 2 \
+                --out "$OUT/train_gpu_fixed_${model}_$tokens.json" 2>&1 |
                 tee -a "$OUT/train_gpu_fixed.log"
         done
         ;;
-    decode_profile)
+    workflow)
+        rm -rf /tmp/fresh
+        if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
+            git clone -q "$ROOT" /tmp/fresh && git -C /tmp/fresh log --oneline -1 >"$OUT/workflow.log"
+        else  # the tree came without .git: copy it, less what the runs write
+            mkdir -p /tmp/fresh && tar -C "$ROOT" --exclude=./.whl --exclude=./.gpu \
+                --exclude=./gpu_out -cf - . | tar -C /tmp/fresh -xf -
+            echo "copied tree (no .git)" >"$OUT/workflow.log"
+        fi
         cd /tmp/fresh || exit 1
-        src=$(ls data/en_de/prepared/test*.src | head -1)
-        for device in cuda cpu; do
-            python3 -m bench.profile_command --out "$OUT/translate_profile_$device.json" -- \
-                translate --checkpoint runs/en_de/base/averaged.pt --spm data/en_de/spm.model \
-                --input "$src" --output "/tmp/profiled_$device.txt" --beam 4 --alpha 2.0 \
-                --max-len-a 1.0 --max-len-b 50 --max-tokens 4096 --device "$device" \
-                --num-threads 2 2>&1 | tail -n 4 | tee -a "$OUT/translate_profile.log"
-        done
+        # The profile with one local GPU: GPU jobs (train, translate) run one at a time.
+        bounded env TRANSFORMER_LOCAL_GPUS=1 /usr/bin/time -v snakemake \
+            --profile workflow/profiles/default --configfile config/multi30k.yaml \
+            --config mirror="$ROOT/.gpu/data" -- results/table2.csv results/table3.csv \
+            >>"$OUT/workflow.log" 2>&1
+        echo "snakemake exit $?" | tee -a "$OUT/workflow.log"
+        grep -A12 "^Error in rule\|Traceback\|Error:" "$OUT/workflow.log" | head -40
+        grep -h "done:\|test_2016\|translate: 1000" logs/train/* logs/translate/* 2>/dev/null | tail -5
+        cat results/table2.csv 2>/dev/null | head -5
+        grep -E "Elapsed|Maximum resident" "$OUT/workflow.log"
+        cp results/table2.csv results/table3.csv "$OUT/" 2>/dev/null
+        tar czf "$OUT/workflow_logs.tgz" logs benchmarks runs/en_de/base/metrics.jsonl \
+            runs/en_de/base/summary.json 2>/dev/null
+        mkdir -p "$ROOT/.gpu/m30k"  # what decode_fixed decodes
+        cp runs/en_de/base/averaged.pt data/en_de/spm.model "$ROOT/.gpu/m30k/"
+        cp data/en_de/prepared/test.src data/en_de/raw/test.de "$ROOT/.gpu/m30k/"
         cd "$ROOT" || exit 1
         ;;
-    decode_fixed)
-        cd /tmp/fresh || exit 1
-        src=$(ls data/en_de/prepared/test*.src | head -1)
-        for run in "cuda off" "cuda on" "cuda on" "cpu off"; do
+    decode_profile | decode_fixed)
+        m30k=$ROOT/.gpu/m30k
+        checkpoint=$(ls "$m30k"/averaged*.pt | head -1)
+        flags=(--checkpoint "$checkpoint" --spm "$m30k/spm.model" --input "$m30k/test.src"
+            --beam 4 --alpha 2.0 --max-len-a 1.0 --max-len-b 50 --max-tokens 4096 --num-threads 2)
+        runs=("cuda off" "cuda on" "cpu off" "cuda on")
+        [[ $part == decode_profile ]] && runs=()
+        for device in $([[ $part == decode_profile ]] && echo cuda cpu); do
+            bounded python3 -m bench.profile_command \
+                --out "$OUT/translate_profile_$device.json" -- translate "${flags[@]}" \
+                --output "/tmp/profiled_$device.txt" --device "$device" 2>&1 |
+                tail -n 4 | tee -a "$OUT/translate_profile.log"
+        done
+        for run in "${runs[@]}"; do
             read -r device compile <<<"$run"
             begin=$(date +%s%N)
-            transformer-core translate --checkpoint runs/en_de/base/averaged.pt \
-                --spm data/en_de/spm.model --input "$src" --output "/tmp/fixed_${device}_$compile.txt" \
-                --beam 4 --alpha 2.0 --max-len-a 1.0 --max-len-b 50 --max-tokens 4096 \
-                --device "$device" --compile "$compile" --num-threads 2 2>&1 | tail -n 2 |
-                tee -a "$OUT/decode_fixed.log"
-            echo "translate $device compile $compile: $((($(date +%s%N) - begin) / 1000000)) ms" |
+            bounded transformer-core translate "${flags[@]}" --device "$device" \
+                --compile "$compile" --output "/tmp/fixed_${device}_$compile.txt" 2>&1 |
+                tail -n 2 | tee -a "$OUT/decode_fixed.log"
+            echo "translate $device compile $compile: $((($(date +%s%N) - begin) / 1000000)) ms," \
+                "sacreBLEU $(python3 -m sacrebleu "$m30k/test.de" -i "/tmp/fixed_${device}_$compile.txt" -b)" |
                 tee -a "$OUT/decode_fixed.log"
         done
-        python3 -c "import sys; a, b = (open(f).readlines() for f in sys.argv[1:]); \
+        if [[ $part == decode_fixed ]]; then
+            python3 -c "import sys; a, b = (open(f).readlines() for f in sys.argv[1:]); \
 print(sum(x != y for x, y in zip(a, b)), 'of', len(a), 'lines differ, GPU eager against compiled')" \
-            /tmp/fixed_cuda_off.txt /tmp/fixed_cuda_on.txt | tee -a "$OUT/decode_fixed.log"
-        cd "$ROOT" || exit 1
-        python3 -m bench.bench_ctranslate2 --only gpu --out "$OUT/decode_gpu_ctranslate2.json" 2>&1 |
-            tee -a "$OUT/decode_fixed.log"
+                /tmp/fixed_cuda_off.txt /tmp/fixed_cuda_on.txt | tee -a "$OUT/decode_fixed.log"
+            bounded python3 -m bench.bench_ctranslate2 --only gpu \
+                --out "$OUT/decode_gpu_ctranslate2.json" 2>&1 | tee -a "$OUT/decode_fixed.log"
+        fi
         ;;
     train25k)  # one micro-batch of 25,000 tokens per step: half the launches of two
         python3 -m bench.bench_train --gpu-only --gpu-max-tokens 25000 --gpu-compile off \
@@ -156,6 +197,5 @@ Path('$OUT/before_gpu.json').write_text(json.dumps(out, indent=2))
     esac
     echo "== $part: $(($(date +%s) - start)) s" | tee -a "$OUT/times.txt"
 done
-# At most 8 files come back from $OUT: everything but the checkpoint's parts in one archive.
-cd "$OUT" && tar czf ../gpu_results.tgz --exclude='averaged.pt.part-*' . &&
-    find . -type f ! -name 'averaged.pt.part-*' -delete && mv ../gpu_results.tgz .
+# At most 8 files come back from $OUT: all of them in one archive.
+cd "$OUT" && tar czf ../gpu_results.tgz . && find . -type f -delete && mv ../gpu_results.tgz .

@@ -20,12 +20,15 @@ from transformer_core.training.step import Trainer
 
 
 def synthetic_corpus(
-    prefix: Path, vocab_size: int, sentences: int, seed: int = 0
+    prefix: Path, vocab_size: int, sentences: int, seed: int = 0, lengths: tuple = (3, 80)
 ) -> ParallelDataset:
-    """Random ids with WMT-like lengths (log-normal around 22 word pieces, 3..80)."""
+    """Random ids with WMT-like lengths (log-normal around 22 word pieces), clipped to
+    ``lengths`` (default 3..80; a narrow range gives few batch widths, so few compiled shapes)."""
+    low, high = lengths
     rng = np.random.default_rng(seed)
-    src_lens = np.clip(np.round(rng.lognormal(np.log(22), 0.5, sentences)), 3, 80).astype(int)
-    tgt_lens = np.clip(np.round(src_lens * rng.normal(1.05, 0.1, sentences)), 3, 80).astype(int)
+    src_lens = np.clip(np.round(rng.lognormal(np.log(22), 0.5, sentences)), low, high).astype(int)
+    tgt_lens = np.clip(np.round(src_lens * rng.normal(1.05, 0.1, sentences)), low, high)
+    tgt_lens = tgt_lens.astype(int)
     with BinarizedWriter(prefix, vocab_size) as writer:
         for s, t in zip(src_lens, tgt_lens, strict=True):
             writer.add(
