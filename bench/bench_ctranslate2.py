@@ -322,7 +322,9 @@ def bench_gpu(args, folder: Path) -> dict:
     Each engine decodes the first 64 sources once before it is timed; where CTranslate2 cannot
     run on this GPU (its wheel's CUDA libraries missing), its row says why."""
     from bench.bench_decode import NEWSTEST2014, bench_file_decoding, newstest_sources
+    from transformer_core.device import choose_attention_backends
 
+    choose_attention_backends(torch.device("cuda"))  # as translate does: cuDNN's attention off
     sources = newstest_sources(folder)
     origin = f"{NEWSTEST2014}, BPE 8000 trained on newstest2014 here"
     rows = {}

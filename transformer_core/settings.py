@@ -3,10 +3,8 @@
 One declaration per setting: each field of ``RuntimeSettings`` (where and how a model runs:
 device, precision, compilation, threads), ``InferenceSettings`` (those, and the tokens of a
 decoding batch), ``TrainConfig`` (the training recipe, and its runtime), ``DecodeOptions``
-(the search) and the data stage's ``PrepareSettings`` (normalizing and filtering a corpus),
-``SentencePieceSettings`` (the BPE model) and ``TreebankSettings`` (the trees'
-linearization) carries its default, its flag, its help and, where it has them, its type and
-choices (``option``). The commands make their flags from these fields
+(the search), and of the data stage's settings (``data.settings``), carries its default, its
+flag, its help and, where it has them, its type and choices (``option``). The commands make their flags from these fields
 (``commands.add_options``), the workflow its arguments (``command_flags``), and the tests
 hold the workflow's JSON schema to them key by key (``tests/unit/test_config.py``). Here, apart
 from torch, so that ``transformer-core --help`` stays fast.
@@ -49,6 +47,19 @@ def parse_seed(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if not 0 <= value < SEEDS:
         raise argparse.ArgumentTypeError(f"{value} is outside 0 to 2^32-1")
+    return value
+
+
+def parse_max_tokens(text: str) -> int | str:
+    """argparse type of train's --max-tokens: ``auto`` or a positive integer."""
+    if text == AUTO:
+        return AUTO
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer or auto: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (or auto), got {value}")
     return value
 
 
@@ -183,8 +194,16 @@ class TrainConfig(RuntimeSettings):
     # The flagged fields are `transformer-core train`'s options (commands.add_train_arguments);
     # ``by_experiment``: the preset decides when the option is left out (``for_experiment``).
     steps: int = option(100_000, "--steps", "optimizer steps", by_experiment=True)
-    # The paper's 25000 over 8 GPUs: one micro-batch each, no accumulation.
-    max_tokens: int = option(3125, "--max-tokens", "padded tokens per micro-batch per device, side")
+    # auto: training.micro_batch decides from the device (its share of the step on a GPU,
+    # the paper's 3,125 on a CPU) and the run records the number.
+    max_tokens: int | str = option(
+        AUTO,
+        "--max-tokens",
+        "padded tokens per micro-batch per device, side; auto: on a GPU its share of the step "
+        "(tokens-per-step / devices), halved until it fits the GPU's memory, down to 3125; on "
+        "a CPU 3125 (the paper's 25000 over 8 GPUs)",
+        type=parse_max_tokens,
+    )
     tokens_per_step: int = option(
         25_000,
         "--tokens-per-step",
@@ -263,9 +282,12 @@ class TrainConfig(RuntimeSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         require_positive_integers(
-            self, "train", ("steps", "max_tokens", "tokens_per_step", "warmup",
-                            "checkpoint_interval", "keep_last", "log_interval"),
+            self, "train", ("steps", "tokens_per_step", "warmup", "checkpoint_interval",
+                            "keep_last", "log_interval"),
         )  # fmt: skip
+        value = self.max_tokens
+        if value != AUTO and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"train.max_tokens must be a positive integer or auto, got {value!r}")
         if self.dev_interval is not None:
             require_positive_integers(self, "train", ("dev_interval",))
         require_choice(self, "train", "batch_shapes", BATCH_SHAPES)
@@ -295,7 +317,8 @@ class TrainConfig(RuntimeSettings):
         return self.dev_interval or self.checkpoint_interval
 
     def accumulation(self, world_size: int) -> int:
-        """Micro-batches per device per optimizer step."""
+        """Micro-batches per device per optimizer step (``max_tokens`` a number:
+        ``training.micro_batch.resolved``)."""
         return -(-self.tokens_per_step // (self.max_tokens * world_size))
 
     def batch_tokens(self, world_size: int) -> int:
@@ -315,76 +338,6 @@ class TrainConfig(RuntimeSettings):
         if name == "big":
             defaults.update(checkpoint_interval=600, keep_last=20)
         return cls(**{**defaults, **{k: v for k, v in overrides.items() if v is not None}})
-
-
-@dataclass(frozen=True)
-class SentencePieceSettings:
-    """How ``transformer-core spm train`` trains the joint BPE model (``data/bpe.py``) beyond
-    its vocabulary size; the flags of ``spm train`` are these fields'."""
-
-    sample_size: int = option(
-        SPM_SAMPLE_SIZE,
-        "--sample-size",
-        "train on at most this many random lines (bounds sentencepiece's memory)",
-        config="spm_sample_size",
-    )
-    seed: int = option(0, "--seed", "seed of the line sample", type=parse_seed)
-    character_coverage: float = option(
-        1.0, "--character-coverage", "sentencepiece's character_coverage"
-    )
-    split_by_unicode_script: bool = option(
-        True,
-        "--split-by-unicode-script",
-        "sentencepiece's split_by_unicode_script: no piece mixes scripts (off lets a tree's "
-        "bracket and label, '(NP', be one piece)",
-    )
-
-
-@dataclass(frozen=True)
-class TreebankSettings:
-    """How ``transformer-core treebank`` writes its trees as token sequences (Table 4; the
-    workflow's table4.linearization); the flag of every ``treebank`` action is this field's."""
-
-    linearization: str = option(
-        "xx",
-        "--linearization",
-        "the trees' leaf tokens: xx - XX for every tag (Vinyals et al. 2015), tags - each "
-        "word's part-of-speech tag (tensor2tensor's wsj_parsing), words - each word itself",
-        choices=LINEARIZATIONS,
-    )
-
-
-UNICODE_FORMS = ("NFC", "NFKC")
-
-
-@dataclass(frozen=True)
-class PrepareSettings:
-    """How ``transformer-core prepare`` normalizes a parallel corpus and filters its training
-    pairs (``data/prepare.py``); the flags of ``prepare`` are these fields'."""
-
-    src_lang: str = option("en", "--src-lang", "source language (Moses punctuation rules)")
-    tgt_lang: str = option("de", "--tgt-lang", "target language (Moses punctuation rules)")
-    max_len: int = option(250, "--max-len", "drop pairs with a side longer than this (tokens)")
-    max_ratio: float = option(
-        1.5, "--max-ratio", "drop pairs whose token-length ratio exceeds this"
-    )
-    filter: bool = option(
-        True,
-        "--filter",
-        "drop empty, too long and unbalanced pairs; --no-filter only normalizes and keeps "
-        "every line (dev/test, so references never lose lines)",
-    )
-    unicode_form: str = option(
-        "NFC", "--unicode-form", "unicode normalization form", choices=UNICODE_FORMS
-    )
-
-    def __post_init__(self) -> None:
-        if self.unicode_form not in UNICODE_FORMS:
-            raise UserError(f"unicode_form must be NFC or NFKC, not {self.unicode_form!r}")
-        if self.max_len < 1:
-            raise UserError(f"max_len must be at least 1, got {self.max_len}")
-        if self.max_ratio < 1:
-            raise UserError(f"max_ratio must be at least 1, got {self.max_ratio}")
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import pytest
 from conftest import ROOT
 
 from transformer_core import paper
+from transformer_core.data.settings import SentencePieceSettings, TreebankSettings
 from transformer_core.errors import ConfigError
 from transformer_core.model.config import (
     BASE,
@@ -24,9 +25,7 @@ from transformer_core.settings import (
     PARSING_SEARCH,
     PRECISIONS,
     InferenceSettings,
-    SentencePieceSettings,
     TrainConfig,
-    TreebankSettings,
     command_flags,
     config_fields,
     config_key,
@@ -242,6 +241,9 @@ def test_train_config_and_the_schema_agree_field_by_field():
         section = checkpointing if f.metadata.get("by_experiment") else train
         if "choices" in f.metadata:  # words: the schema allows each (and YAML's on/off)
             assert set(f.metadata["choices"]) <= set(section[key]["enum"]), key
+        elif f.default == "auto":  # a positive integer or the word auto (max_tokens)
+            assert section[key]["type"] == ["integer", "string"], key
+            assert (section[key]["minimum"], section[key]["pattern"]) == (1, "^auto$"), key
         else:
             kind = int if f.default is None else type(f.default)  # None: an optional integer
             assert section[key]["type"] == json_type[kind], key

@@ -237,7 +237,7 @@ def test_restart_if_changed_moves_the_old_run_aside_and_retrains(tmp_path, capsy
 
 
 def test_accumulation_matches_the_paper_on_any_device_count():
-    cfg = TrainConfig()  # 25000 target tokens per step, 3125 per micro-batch
+    cfg = TrainConfig(max_tokens=3125)  # 25000 target tokens per step, 3125 per micro-batch
     assert [cfg.accumulation(n) for n in (1, 2, 4, 8, 16)] == [8, 4, 2, 1, 1]
     assert TrainConfig(max_tokens=4096).accumulation(1) == 7
     assert TrainConfig.for_experiment("big").checkpoint_interval == 600

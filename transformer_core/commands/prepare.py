@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from transformer_core.commands import add_options, check_outputs, flag_values
-from transformer_core.settings import PrepareSettings
+from transformer_core.data.settings import PrepareSettings
 
 HELP = "normalize (unicode, Moses punctuation, non-printing chars) and filter a parallel corpus"
 

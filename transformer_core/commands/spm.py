@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from transformer_core.commands import add_options, check_outputs, flag_values
-from transformer_core.settings import SentencePieceSettings
+from transformer_core.data.settings import SentencePieceSettings
 
 HELP = "train a joint sentencepiece BPE model on a bounded sample; encode and decode text"
 

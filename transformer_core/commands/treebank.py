@@ -13,9 +13,10 @@ import argparse
 from dataclasses import fields
 
 from transformer_core.commands import add_options, check_outputs
+from transformer_core.data.settings import TreebankSettings
 from transformer_core.errors import UserError
 from transformer_core.files import atomic_open, read_lines
-from transformer_core.settings import TreebankSettings, parse_seed
+from transformer_core.settings import parse_seed
 
 HELP = (
     "Treebank files for parsing (wsj, smoke, nltk; merge for semi-supervised training) "

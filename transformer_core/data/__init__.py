@@ -16,4 +16,5 @@ Modules, in pipeline order:
 - ``shapes``     ``FixedShapes``: the ladder of micro-batch shapes a compiled step meets
 - ``token_counts`` ``TokenCounts``: the lengths of what a run trained on, for its training cost
 - ``progress``   done / total, rate and ETA lines in the long stages' logs
+- ``settings``   the settings of ``prepare``, ``spm train`` and ``treebank`` (their flags)
 """

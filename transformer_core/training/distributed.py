@@ -58,6 +58,12 @@ def _env_int(name: str, default: int) -> int:
         raise UserError(f"environment variable {name}={value!r} is not an integer") from None
 
 
+def planned_ranks(device_name: str = AUTO) -> tuple[int, torch.device]:
+    """The number of ranks torchrun describes and this rank's device, before ``setup`` joins
+    them: what a run's ``auto`` settings are decided from."""
+    return _env_int("WORLD_SIZE", 1), resolve_device(device_name, _env_int("LOCAL_RANK", 0))
+
+
 def setup(device_name: str = AUTO) -> DistContext:
     """Join the process group torchrun describes (if any) and pick this rank's device."""
     world_size = _env_int("WORLD_SIZE", 1)

@@ -25,7 +25,6 @@ from transformer_core.data.dataset import ParallelDataset, training_sets
 from transformer_core.device import (
     cpu_threads,
     precision_name,
-    resolve_device,
     training_compilation,
 )
 from transformer_core.errors import UserError
@@ -33,7 +32,7 @@ from transformer_core.evaluation.perplexity import exp_mean_nll
 from transformer_core.model.config import ModelConfig, model_config
 from transformer_core.model.transformer import count_parameters
 from transformer_core.settings import TrainConfig
-from transformer_core.training import distributed
+from transformer_core.training import distributed, micro_batch
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.divergence import DivergenceWatch, dev_diverged
 from transformer_core.training.host_memory import keep_freed_memory
@@ -79,9 +78,9 @@ def train(
         spm_sha256 = train_set.header.get("spm_sha256")
         model_cfg = model_config(experiment, vocab_size=train_set.vocab_size, **overrides)
         _check_fits(model_cfg, {"training": train_set, **({"dev": dev_set} if dev_set else {})})
-        _, fixed_shapes = training_compilation(
-            resolve_device(cfg.device), cfg.compile, cfg.batch_shapes
-        )
+        world_size, device = distributed.planned_ranks(cfg.device)
+        cfg = micro_batch.resolved(cfg, model_cfg, device, world_size)  # max_tokens: auto
+        _, fixed_shapes = training_compilation(device, cfg.compile, cfg.batch_shapes)
         start = folder.decide(model_cfg, cfg, spm_sha256, fixed_shapes)
         if start.kind == "finished":
             print(

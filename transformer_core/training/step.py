@@ -51,7 +51,7 @@ from transformer_core.model.checkpoint import rng_state, set_rng_state
 from transformer_core.model.config import ModelConfig
 from transformer_core.model.transformer import Transformer
 from transformer_core.settings import TrainConfig
-from transformer_core.training import distributed
+from transformer_core.training import distributed, micro_batch
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.loss import LossModel
 from transformer_core.training.schedule import learning_rate
@@ -114,6 +114,7 @@ class Trainer:
     def __init__(
         self, model_cfg: ModelConfig, cfg: TrainConfig, ctx: DistContext, train_set: ParallelDataset
     ):
+        cfg = micro_batch.resolved(cfg, model_cfg, ctx.device, ctx.world_size)  # auto: a number
         self.model_cfg, self.cfg, self.ctx = model_cfg, cfg, ctx
         seed_everything(cfg.seed)  # the same initial weights on every rank
         self.model = Transformer(model_cfg).to(ctx.device)

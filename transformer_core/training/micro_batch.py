@@ -1,0 +1,79 @@
+"""How many tokens one device's micro-batch holds when ``train.max_tokens`` is ``auto``.
+
+A step's tokens (``tokens_per_step``, the paper's 25,000) are split over the devices, and on
+each device into micro-batches whose gradients are accumulated. On a GPU a step of one large
+micro-batch costs far less than the same tokens in several small ones: the host queues about
+the same kernels for each, and small ones leave the GPU idle (one H100, base, eager:
+75.9 ms for one micro-batch of 25,000 tokens, 45.2 ms for one of 3,125, so 8 of them cost
+4.8x as much; docs/gpu.md). ``auto`` therefore gives each GPU its whole share of the step
+where it fits the GPU's memory, and halves it until it does, down to the paper's 3,125
+tokens (what each of its 8 GPUs ran). On a CPU the micro-batch sets no speed, only memory,
+and ``auto`` is the paper's 3,125.
+
+How a step is cut into micro-batches is a hardware choice, not the recipe's: the step holds
+the same number of tokens either way. The choice is a setting of the run (``TrainConfig``):
+a run resumed where ``auto`` would choose otherwise is told so (``run_dir``), as after any
+change of its trajectory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from transformer_core.model.config import ModelConfig
+from transformer_core.model.transformer import parameter_count
+from transformer_core.settings import AUTO, TrainConfig
+
+PAPER_MICRO_BATCH = 3125  # the paper's 25,000 tokens a step over its 8 GPUs
+STATE_BYTES = 16  # per parameter: the fp32 weight, its gradient and Adam's two moments
+# Bytes one token of a micro-batch holds per unit of model width and per layer over a
+# training step (activations kept for the backward pass, bf16 autocast, eager): one H100
+# measured 77 (base) and 71 (big) at 25,000 tokens of WMT-like lengths; 96 leaves a margin.
+ACTIVATION_BYTES = 96
+MEMORY_SHARE = 0.85  # of the GPU's memory a step may plan to use (the allocator's slack)
+
+
+def step_memory(model_cfg: ModelConfig, tokens: int) -> int:
+    """Bytes a training step of ``tokens`` tokens a micro-batch is planned to take on a GPU:
+    the model's states, and the activations of one micro-batch."""
+    layers = model_cfg.encoder_layers + model_cfg.decoder_layers
+    return STATE_BYTES * parameter_count(model_cfg) + (
+        ACTIVATION_BYTES * model_cfg.d_model * layers * tokens
+    )
+
+
+def fitting_micro_batch(model_cfg: ModelConfig, share: int, memory_bytes: int) -> int:
+    """``share`` (a device's tokens per step), halved until a step fits ``MEMORY_SHARE`` of
+    ``memory_bytes``, but not below ``PAPER_MICRO_BATCH`` (nor above ``share``)."""
+    tokens = share
+    while tokens > PAPER_MICRO_BATCH and step_memory(model_cfg, tokens) > (
+        MEMORY_SHARE * memory_bytes
+    ):
+        tokens = -(-tokens // 2)
+    return tokens
+
+
+def micro_batch_tokens(
+    cfg: TrainConfig, model_cfg: ModelConfig, device: torch.device, world_size: int
+) -> int:
+    """``cfg.max_tokens``, or where it is ``auto`` the tokens of a micro-batch on ``device``
+    with ``world_size`` devices: on a GPU its share of the step as it fits the GPU's memory
+    (``fitting_micro_batch``), elsewhere the paper's 3,125 (less where the share is less)."""
+    if cfg.max_tokens != AUTO:
+        return cfg.max_tokens
+    share = -(-cfg.tokens_per_step // world_size)
+    if device.type != "cuda":
+        return min(PAPER_MICRO_BATCH, share)
+    memory = torch.cuda.get_device_properties(device).total_memory
+    return fitting_micro_batch(model_cfg, share, memory)
+
+
+def resolved(
+    cfg: TrainConfig, model_cfg: ModelConfig, device: torch.device, world_size: int
+) -> TrainConfig:
+    """``cfg`` with ``max_tokens`` a number (``micro_batch_tokens``): what the run records."""
+    return dataclasses.replace(
+        cfg, max_tokens=micro_batch_tokens(cfg, model_cfg, device, world_size)
+    )
