@@ -16,9 +16,13 @@ with the cache the first left; each reports the seconds to its first step and to
 Learning (``--learning STEPS``): the tiny shape trained on a reversal task (each target its
 source reversed, a vocabulary of 100), 1,000 tokens a step on fixed shapes, the schedule at
 0.3 of the paper's rate, eager and compiled, in fp32 and in bf16 where the CPU computes it
-natively: the NLL per target token every 50 steps, side by side.
+natively: the NLL per target token every 50 steps, side by side. On a GPU
+(``--learning-device cuda``, ``--learning-shape base``, ``--learning-tokens 25000``) eager
+bf16 against compiled bf16: whether compiled code on fixed shapes learns as eager code does.
 
     python -m bench.bench_shapes [--warmup] [--learning 600]
+    TORCHINDUCTOR_CUDAGRAPHS=1 python -m bench.bench_shapes --no-shapes --learning 1000 \
+        --learning-device cuda --learning-shape base --learning-tokens 25000 --learning-lengths 24 31
 
 Writes bench/results/HARDWARE/batch_shapes.json (or --out).
 """
@@ -135,10 +139,13 @@ def warmup_report(precision: str) -> dict:
     return result
 
 
-def reversal_corpus(prefix: Path, vocab_size: int, sentences: int) -> ParallelDataset:
-    """A learnable synthetic task: each target is its source reversed (lengths 2-60)."""
+def reversal_corpus(
+    prefix: Path, vocab_size: int, sentences: int, lengths: tuple[int, int] = (2, 60)
+) -> ParallelDataset:
+    """A learnable synthetic task: each target is its source reversed (lengths log-normal
+    around 15, clipped to ``lengths``: 24 to 31 makes every batch 32 wide, one shape)."""
     rng = np.random.default_rng(0)
-    lengths = np.clip(rng.lognormal(np.log(15), 0.5, sentences), 2, 60).astype(int)
+    lengths = np.clip(rng.lognormal(np.log(15), 0.5, sentences), *lengths).astype(int)
     with BinarizedWriter(prefix, vocab_size) as writer:
         for n in lengths:
             ids = rng.integers(4, vocab_size, n).tolist()
@@ -146,37 +153,47 @@ def reversal_corpus(prefix: Path, vocab_size: int, sentences: int) -> ParallelDa
     return ParallelDataset(prefix)
 
 
-def learning_report(steps: int, interval: int, precision: str, workdir: Path) -> dict:
-    """The loss curve (NLL per target token, per log interval) of the tiny shape on the
-    reversal task, fixed shapes all: eager fp32 (the reference), eager in ``precision``,
-    compiled fp32 and compiled in ``precision``; each one's largest relative gap to the
-    reference. The same initial weights and batches; compiled code draws other dropout masks
-    (inductor's own generator), eager code the reference's."""
-    cfg = model_config("base", **{**SHAPES["tiny"], "vocab_size": LEARNING_VOCABULARY})
-    dataset = reversal_corpus(workdir / "reversal", cfg.vocab_size, 20_000)
-    ctx = DistContext(0, 0, 1, torch.device("cpu"), owns_group=False)
-    variants = [("eager", "off", "fp32"), ("eager", "off", precision)]
-    variants += [("compiled", "on", "fp32"), ("compiled", "on", precision)]
+def learning_report(
+    steps: int,
+    interval: int,
+    variants: list[tuple[str, str]],
+    workdir: Path,
+    shape: str = "tiny",
+    device: str = "cpu",
+    tokens: int = 1000,
+    lengths: tuple[int, int] = (2, 60),
+) -> dict:
+    """The loss curves (NLL per target token, per log interval) of ``shape`` on the reversal
+    task, fixed shapes all, for each of ``variants`` ((eager or compiled, precision); the
+    first is the reference), and each one's largest relative gap to the reference. The same
+    initial weights and batches; compiled code draws other dropout masks (inductor's own
+    generator), eager code the reference's. On CUDA, compiled code runs as CUDA graphs where
+    ``TORCHINDUCTOR_CUDAGRAPHS=1`` is set."""
+    sizes = {} if shape == "base" else SHAPES[shape]
+    cfg = model_config("base", **{**sizes, "vocab_size": LEARNING_VOCABULARY})
+    dataset = reversal_corpus(workdir / "reversal", cfg.vocab_size, 20 * tokens, lengths)
+    ctx = DistContext(0, 0, 1, torch.device(device), owns_group=False)
     curves: dict[str, dict] = {}
-    for kind, compile, dtype in variants:
+    for kind, dtype in variants:
         name = f"{kind} {dtype}"
         if name in curves:
             continue
         train_cfg = TrainConfig(
-            max_tokens=1000, tokens_per_step=1000, warmup=100, lr_scale=0.3, precision=dtype,
-            compile=compile, batch_shapes="fixed",
+            max_tokens=tokens, tokens_per_step=tokens, warmup=100, lr_scale=0.3,
+            precision=dtype, compile="on" if kind == "compiled" else "off",
+            batch_shapes="fixed", device=device,
         )  # fmt: skip
         trainer = Trainer(cfg, train_cfg, ctx, dataset)
-        start, curve, tokens = time.perf_counter(), [], 0
+        start, curve, tokens_seen = time.perf_counter(), [], 0
         try:
             for step in range(1, steps + 1):
-                tokens += trainer.train_step().tgt_tokens
+                tokens_seen += trainer.train_step().tgt_tokens
                 if step % interval == 0:
-                    curve.append(round(trainer.interval_sums()[1] / tokens, 4))
-                    tokens = 0
+                    curve.append(round(trainer.interval_sums()[1] / tokens_seen, 4))
+                    tokens_seen = 0
         finally:
             trainer.close()
-        reference = curves.get("eager fp32", {"nll_per_token": curve})["nll_per_token"]
+        reference = next(iter(curves.values()), {"nll_per_token": curve})["nll_per_token"]
         gap = max(abs(y - x) / x for x, y in zip(reference, curve, strict=True))
         curves[name] = {
             "nll_per_token": curve,
@@ -185,9 +202,10 @@ def learning_report(steps: int, interval: int, precision: str, workdir: Path) ->
         }
         print(name, json.dumps(curves[name]), flush=True)
     return {
-        "shape": {**SHAPES["tiny"], "vocab_size": LEARNING_VOCABULARY},
-        "task": "reversal, 20,000 pairs", "tokens_per_step": 1000, "lr_scale": 0.3,
-        "steps": steps, "log_interval": interval, "curves": curves,
+        "shape": shape, "vocab_size": LEARNING_VOCABULARY, "device": device,
+        "task": f"reversal, {20 * tokens:,} pairs of {lengths[0]}-{lengths[1]} tokens",
+        "tokens_per_step": tokens, "lr_scale": 0.3, "steps": steps, "log_interval": interval,
+        "reference": " ".join(variants[0]), "curves": curves,
     }  # fmt: skip
 
 
@@ -202,7 +220,26 @@ def main() -> int:
         type=int,
         default=0,
         metavar="STEPS",
-        help="also train the tiny shape STEPS steps on a reversal task, eager fp32 and compiled",
+        help="also train STEPS steps on a reversal task, eager and compiled (the CPU's "
+        "precisions: fp32 the reference, bf16 where native; CUDA's: bf16, eager the reference)",
+    )
+    parser.add_argument(
+        "--learning-shape", default="tiny", choices=["tiny", "base"], help="(default: tiny)"
+    )
+    parser.add_argument("--learning-device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument(
+        "--learning-tokens", type=int, default=1000, help="tokens a step (default: 1000)"
+    )
+    parser.add_argument(
+        "--learning-lengths",
+        type=int,
+        nargs=2,
+        default=[2, 60],
+        metavar=("LOW", "HIGH"),
+        help="the task's sentence lengths (default: 2 60; 24 31: one batch width)",
+    )
+    parser.add_argument(
+        "--no-shapes", action="store_true", help="skip the padding and shapes count"
     )
     parser.add_argument(
         "--out", default=None, help="default: bench/results/HARDWARE/batch_shapes.json"
@@ -214,14 +251,21 @@ def main() -> int:
         "pairs": args.pairs,
         "tokens_per_step": TOKENS_PER_STEP,
         "steps": STEPS,
-        "shapes": shapes_report(args.pairs),
+        "shapes": None if args.no_shapes else shapes_report(args.pairs),
         "warmup": None,
         "learning": None,
     }
     if args.learning:
-        precision = "bf16" if cpu_has_native_bf16() else "fp32"
+        if args.learning_device == "cuda":
+            variants = [("eager", "bf16"), ("compiled", "bf16")]
+        else:
+            native = ["bf16"] if cpu_has_native_bf16() else []
+            variants = [(kind, p) for kind in ("eager", "compiled") for p in ["fp32", *native]]
         with tempfile.TemporaryDirectory() as tmp:
-            result["learning"] = learning_report(args.learning, 50, precision, Path(tmp))
+            result["learning"] = learning_report(
+                args.learning, 50, variants, Path(tmp), args.learning_shape,
+                args.learning_device, args.learning_tokens, tuple(args.learning_lengths),
+            )  # fmt: skip
     if args.warmup:
         precisions = ["fp32"] + (["bf16"] if cpu_has_native_bf16() else [])
         result["warmup"] = [warmup_report(p) for p in precisions]

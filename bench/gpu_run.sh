@@ -2,8 +2,8 @@
 # The GPU measurements of the README's "Measured on one NVIDIA H100", run on a lent GPU machine
 # (no internet there) from the repository root:
 #
-#   bench/gpu_run.sh PART [PART ...]     PART: tests, train, train25k, fixed, fixed3125, decode,
-#                                        workflow, decode_profile, decode_fixed, before
+#   bench/gpu_run.sh PART [PART ...]     PART: tests, train, train25k, fixed, fixed3125, learning,
+#                                        decode, workflow, decode_profile, decode_fixed, before
 #
 # It expects, beside the working tree (ignored by git, carried to the machine):
 #   .whl/        the Python 3.12 wheels the machine lacks (snakemake and its needs, sacremoses,
@@ -33,6 +33,9 @@
 #             each profiled; sentences of 24 to 31 tokens, so that every batch is 32 wide
 #             (one shape to compile; the widths of a WMT mix each compile once in a warm-up)
 #   fixed3125 the same at 1 x 3,125 tokens a step (what each of the paper's 8 GPUs runs)
+#   learning  base trained 1,000 steps of 25,000 tokens on a reversal task, eager bf16 against
+#             compiled bf16 with CUDA graphs, the same batches: the NLL every 50 steps
+#             (bench_shapes --learning)
 #   before    the previous commit's GPU sections (training, decoding) on the same machine
 set -uo pipefail
 OUT=${OUT:-gpu_out}
@@ -105,6 +108,12 @@ for part in "$@"; do
                 --out "$OUT/train_gpu_fixed_${model}_$tokens.json" 2>&1 |
                 tee -a "$OUT/train_gpu_fixed.log"
         done
+        ;;
+    learning)
+        bounded env TORCHINDUCTOR_CUDAGRAPHS=1 python3 -m bench.bench_shapes --no-shapes \
+            --learning 1000 --learning-device cuda --learning-shape base --learning-tokens 25000 \
+            --learning-lengths 24 31 --out "$OUT/learning_gpu.json" 2>&1 | grep -v "^W[0-9]" |
+            tee "$OUT/learning_gpu.log"
         ;;
     workflow)
         rm -rf /tmp/fresh

@@ -140,8 +140,8 @@ class RuntimeSettings:
     compile: str = option(
         AUTO,
         "--compile",
-        "torch.compile the model (training: the encoder and decoder stacks, the fused loss stays "
-        "eager; decoding: the whole step of a decoder of few shapes, CUDA graphs on GPUs): on, "
+        "torch.compile the model (training: the encoder and decoder stacks, and on GPUs the "
+        "loss's softmax and gradient; decoding: the whole step of a decoder of few shapes, CUDA graphs on GPUs): on, "
         "off, or auto, where it was measured faster (docs/gpu.md, 'Compilation'); the first "
         "batches of new shapes pay the compilation",
         choices=COMPILE_MODES,

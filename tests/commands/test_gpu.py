@@ -94,13 +94,17 @@ def test_compiled_step_gives_the_eager_loss_on_cuda(tmp_path):
     cfg = model_config("base", vocab_size=24, **{**TRAIN_SHAPE, "dropout": 0.0})
     batch = collate(corpus, list(range(60)), multiple=8)
     tensors = [t.to(CUDA) for t in (batch.src, batch.tgt_in, batch.tgt_out, batch.target_index)]
-    losses = []
-    for compile in (False, True):
+    losses, grads = [], []
+    for compile in (False, True):  # compiled: the stacks, and the loss's chunk (fused)
         torch.manual_seed(0)
         model = LossModel(Transformer(cfg).to(CUDA), compile)
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            losses.append(model(*tensors[:3], 0.1, tensors[3])[0].item())
+            loss = model(*tensors[:3], 0.1, tensors[3])[0]
+        loss.backward()
+        losses.append(loss.item())
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
     assert losses[1] == pytest.approx(losses[0], rel=1e-2)
+    assert torch.nn.functional.cosine_similarity(grads[0], grads[1], dim=0) > 0.999
 
 
 def test_compiled_fixed_shape_decoding_on_cuda_returns_the_cpu_hypotheses():

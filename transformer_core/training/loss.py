@@ -23,6 +23,7 @@ the Transformer and this loss in one forward, the module training wraps in DDP.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import torch
@@ -39,6 +40,27 @@ class LossSums(NamedTuple):
     loss: Tensor  # label-smoothed cross-entropy, summed (what backward sees)
     nll: Tensor  # plain negative log-likelihood, summed (for perplexity)
     tokens: int  # number of non-pad target tokens
+
+
+def _chunk_gradient(z: Tensor, target: Tensor, epsilon: float) -> tuple[Tensor, Tensor, Tensor]:
+    """One chunk of low-precision logits ``z`` (rows, V) against ``target`` (rows, 1): the
+    rows' summed -log p_y and summed logsumexp, in fp32, and d loss / d z without its uniform
+    part, softmax(z) - (1 - eps) onehot(y), in ``z``'s dtype. Compiled (``_fused_chunk``), a
+    reduction and one pass that reads the logits and writes the gradient, where eager code
+    copies them into fp32 and passes over that copy three times more."""
+    logits = z.float()
+    lse = torch.logsumexp(logits, dim=-1, keepdim=True)
+    log_p_target = logits.gather(1, target) - lse
+    columns = torch.arange(z.size(1), device=z.device)
+    grad = torch.exp(logits - lse) - (1.0 - epsilon) * (columns == target)
+    return -log_p_target.sum(), lse.sum(), grad.to(z.dtype)
+
+
+@functools.cache
+def _fused_chunk():
+    """``_chunk_gradient`` compiled once for any number of rows, never as a CUDA graph (the
+    last chunk's rows change from batch to batch, and a graph would be recorded for each)."""
+    return torch.compile(_chunk_gradient, dynamic=True, options={"triton.cudagraphs": False})
 
 
 class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
@@ -69,6 +91,7 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
         epsilon: float,
         rows: int,
         need_grad: bool,
+        fused: bool,
     ) -> tuple[Tensor, Tensor]:
         n, vocab = hidden.size(0), weight.size(0)
         dtype = torch.promote_types(weight.dtype, torch.float32)  # fp32 math for bf16 weights
@@ -77,6 +100,7 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
         # cast is autocast's, cached for the step); fp32 buffers reused by every chunk without.
         low = torch.get_autocast_dtype(hidden.device.type) if autocast else None
         plain = low is None and hidden.dtype == weight.dtype == dtype
+        fused = fused and need_grad and low is not None
         column_sum = weight.sum(0, dtype=dtype)  # sum_k W_k: (d,)
         nll = torch.zeros((), dtype=dtype, device=hidden.device)
         lse_sum = torch.zeros((), dtype=dtype, device=hidden.device)  # sum over rows of logsumexp
@@ -85,10 +109,22 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
         width = min(rows, n)
         # One fp32 buffer serves every chunk: the log-softmax and the exp run in place there
         # (fresh (rows, V) tensors cost page faults on a CPU, and exp into bf16 is slow there).
-        buffer = hidden.new_empty(width, vocab, dtype=dtype) if plain or low else None
-        grad_low = hidden.new_empty(width, vocab, dtype=low) if need_grad and low else None
+        buffer = (
+            hidden.new_empty(width, vocab, dtype=dtype) if (plain or low) and not fused else None
+        )
+        grad_low = (
+            hidden.new_empty(width, vocab, dtype=low) if need_grad and low and not fused else None
+        )
         for start in range(0, n, rows):
             h, t = hidden[start : start + rows], target[start : start + rows, None]
+            if fused:  # the compiled chunk: the low-precision logits are read twice, no more
+                h = h.to(low)
+                chunk_nll, chunk_lse, grad = _fused_chunk()(F.linear(h, weight), t, epsilon)
+                nll += chunk_nll
+                lse_sum += chunk_lse
+                grad_hidden[start : start + rows] = grad @ weight
+                grad_weight += grad.t() @ h.to(grad.dtype)
+                continue
             if low is not None:
                 h = h.to(low)  # once for the chunk's two products
                 z = F.linear(h, weight)  # (rows, V) bf16
@@ -133,7 +169,7 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor) -> tuple[Tensor | None, ...]:
         grad_hidden, grad_weight = ctx.saved_tensors
-        return grad_hidden.mul_(grad_loss), grad_weight.mul_(grad_loss), None, None, None, None
+        return grad_hidden.mul_(grad_loss), grad_weight.mul_(grad_loss), *[None] * 5
 
 
 # Logits per chunk: 16M floats (64 MiB in fp32) on a CPU; 128M on a GPU (a 12,500-token
@@ -148,6 +184,7 @@ def projected_label_smoothed_loss(
     epsilon: float,
     pad_id: int = 0,
     target_index: Tensor | None = None,
+    fused: bool = False,
 ) -> LossSums:
     """Summed label-smoothed loss and NLL of logits ``hidden @ weight.T`` against ``target``.
 
@@ -156,7 +193,9 @@ def projected_label_smoothed_loss(
     dropped before the projection: those not in ``target_index`` (the flattened
     positions of the non-pad targets, which the host knows from the batch), or,
     without it, those equal to ``pad_id`` (which reads ``target`` back: a GPU
-    synchronization). Log-probabilities are fp32 even under bf16 autocast.
+    synchronization). Log-probabilities are fp32 even under bf16 autocast. ``fused``: under
+    autocast, each chunk's softmax, loss and gradient are one compiled function
+    (``_fused_chunk``) rather than eager passes over an fp32 copy of the logits.
     """
     hidden = hidden.reshape(-1, hidden.size(-1))
     target = target.reshape(-1)
@@ -169,7 +208,7 @@ def projected_label_smoothed_loss(
     rows = max(1, CHUNK_ELEMENTS.get(hidden.device.type, 1 << 24) // weight.size(0))
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     loss, nll = _ProjectedSmoothedCrossEntropy.apply(
-        hidden, weight, target, float(epsilon), rows, need_grad
+        hidden, weight, target, float(epsilon), rows, need_grad, fused
     )
     return LossSums(loss, nll, target.numel())
 
@@ -189,8 +228,8 @@ class LossModel(nn.Module):
     def __init__(self, model: Transformer, compile: bool = False, static: bool = False):
         super().__init__()
         self.model = model
-        # torch.compile of the encoder and decoder stacks (the loss stays eager: its chunk
-        # loop depends on the number of tokens). Dynamic shapes: one graph for every batch;
+        # torch.compile of the encoder and decoder stacks (the loss's chunk loop stays eager: it
+        # depends on the number of tokens; on GPUs each chunk's softmax and gradient compile). Dynamic shapes: one graph for every batch;
         # ``static``: a graph per shape, for micro-batches of fixed shapes (data.shapes), up
         # to STATIC_GRAPHS of them, in training (scoring in eval mode stays eager).
         self.compiled, self.static = compile, compile and static
@@ -232,5 +271,6 @@ class LossModel(nn.Module):
             epsilon,
             model.cfg.pad_id,
             target_index,
+            fused=self.compiled and hidden.is_cuda,
         )
         return out.loss, out.nll
