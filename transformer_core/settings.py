@@ -4,10 +4,11 @@ One declaration per setting: each field of ``RuntimeSettings`` (where and how a 
 device, precision, compilation, threads), ``InferenceSettings`` (those, and the tokens of a
 decoding batch), ``TrainConfig`` (the training recipe, and its runtime), ``DecodeOptions``
 (the search), and of the data stage's settings (``data.settings``), carries its default, its
-flag, its help and, where it has them, its type and choices (``option``). The commands make their flags from these fields
-(``commands.add_options``), the workflow its arguments (``command_flags``), and the tests
-hold the workflow's JSON schema to them key by key (``tests/unit/test_config.py``). Here, apart
-from torch, so that ``transformer-core --help`` stays fast.
+flag, its help and, where it has them, its type and choices (``option``). The commands make
+their flags from these fields (``commands.add_options``), the workflow its arguments
+(``command_flags``), and the tests hold the workflow's JSON schema to them key by key
+(``tests/unit/test_config.py``). Here, apart from torch, so that ``transformer-core --help``
+stays fast.
 """
 
 from __future__ import annotations
@@ -141,9 +142,9 @@ class RuntimeSettings:
         AUTO,
         "--compile",
         "torch.compile the model (training: the encoder and decoder stacks, and on GPUs the "
-        "loss's softmax and gradient; decoding: the whole step of a decoder of few shapes, CUDA graphs on GPUs): on, "
-        "off, or auto, where it was measured faster (docs/gpu.md, 'Compilation'); the first "
-        "batches of new shapes pay the compilation",
+        "loss's softmax and gradient; decoding: the whole step of a decoder of few shapes, "
+        "CUDA graphs on GPUs): on, off, or auto, where it was measured faster (docs/gpu.md, "
+        "'Compilation'); the first batches of new shapes pay the compilation",
         choices=COMPILE_MODES,
     )
     num_threads: int | None = option(

@@ -229,9 +229,10 @@ class LossModel(nn.Module):
         super().__init__()
         self.model = model
         # torch.compile of the encoder and decoder stacks (the loss's chunk loop stays eager: it
-        # depends on the number of tokens; on GPUs each chunk's softmax and gradient compile). Dynamic shapes: one graph for every batch;
-        # ``static``: a graph per shape, for micro-batches of fixed shapes (data.shapes), up
-        # to STATIC_GRAPHS of them, in training (scoring in eval mode stays eager).
+        # depends on the number of tokens; on GPUs each chunk's softmax and gradient compile).
+        # Dynamic shapes: one graph for every batch; ``static``: a graph per shape, for
+        # micro-batches of fixed shapes (data.shapes), up to STATIC_GRAPHS of them, in training
+        # (scoring in eval mode stays eager).
         self.compiled, self.static = compile, compile and static
         self.decoder_states = self._decoder_states
         if compile:
