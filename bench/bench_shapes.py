@@ -46,7 +46,7 @@ from bench.hardware import result_path
 from transformer_core.data.batching import TokenBucketSampler, padding_stats
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.data.dataset import ParallelDataset
-from transformer_core.device import cpu_has_native_bf16
+from transformer_core.device import choose_attention_backends, cpu_has_native_bf16
 from transformer_core.model.config import model_config
 from transformer_core.settings import TrainConfig
 from transformer_core.training.distributed import DistContext
@@ -173,6 +173,7 @@ def learning_report(
     cfg = model_config("base", **{**sizes, "vocab_size": LEARNING_VOCABULARY})
     dataset = reversal_corpus(workdir / "reversal", cfg.vocab_size, 20 * tokens, lengths)
     ctx = DistContext(0, 0, 1, torch.device(device), owns_group=False)
+    choose_attention_backends(ctx.device)  # as training does: cuDNN's attention left out
     curves: dict[str, dict] = {}
     for kind, dtype in variants:
         name = f"{kind} {dtype}"
