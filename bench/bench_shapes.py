@@ -15,14 +15,16 @@ with the cache the first left; each reports the seconds to its first step and to
 
 Learning (``--learning STEPS``): the tiny shape trained on a reversal task (each target its
 source reversed, a vocabulary of 100), 1,000 tokens a step on fixed shapes, the schedule at
-0.3 of the paper's rate, eager and compiled, in fp32 and in bf16 where the CPU computes it
-natively: the NLL per target token every 50 steps, side by side. On a GPU
-(``--learning-device cuda``, ``--learning-shape base``, ``--learning-tokens 25000``) eager
-bf16 against compiled bf16: whether compiled code on fixed shapes learns as eager code does.
+0.3 of the paper's rate, eager and compiled, in fp32 and, where the CPU computes it natively,
+in bf16 autocast and with bf16 compute weights (``train.compute_weights``): the NLL per
+target token every 50 steps, side by side. On a GPU (``--learning-device cuda``,
+``--learning-shape base``, ``--learning-tokens 25000``) eager bf16 autocast against compiled
+bf16 autocast (CUDA graphs) and compiled with bf16 compute weights: whether compiled code on
+fixed shapes, and the bf16 copy, learn as today's eager code does.
 
     python -m bench.bench_shapes [--warmup] [--learning 600]
-    TORCHINDUCTOR_CUDAGRAPHS=1 python -m bench.bench_shapes --no-shapes --learning 1000 \
-        --learning-device cuda --learning-shape base --learning-tokens 25000 --learning-lengths 24 31
+    python -m bench.bench_shapes --no-shapes --learning 1000 --learning-device cuda \
+        --learning-shape base --learning-tokens 25000 --learning-lengths 24 31
 
 Writes bench/results/HARDWARE/batch_shapes.json (or --out).
 """
@@ -156,7 +158,7 @@ def reversal_corpus(
 def learning_report(
     steps: int,
     interval: int,
-    variants: list[tuple[str, str]],
+    variants: list[tuple[str, str, str]],
     workdir: Path,
     shape: str = "tiny",
     device: str = "cpu",
@@ -164,25 +166,25 @@ def learning_report(
     lengths: tuple[int, int] = (2, 60),
 ) -> dict:
     """The loss curves (NLL per target token, per log interval) of ``shape`` on the reversal
-    task, fixed shapes all, for each of ``variants`` ((eager or compiled, precision); the
-    first is the reference), and each one's largest relative gap to the reference. The same
-    initial weights and batches; compiled code draws other dropout masks (inductor's own
-    generator), eager code the reference's. On CUDA, compiled code runs as CUDA graphs where
-    ``TORCHINDUCTOR_CUDAGRAPHS=1`` is set."""
+    task, fixed shapes all, for each of ``variants`` ((eager or compiled, precision, compute
+    weights); the first is the reference), and each one's largest relative gap to the
+    reference. The same initial weights and batches; compiled code draws other dropout masks
+    (inductor's own generator), eager code the reference's. On CUDA, compiled code runs as
+    CUDA graphs."""
     sizes = {} if shape == "base" else SHAPES[shape]
     cfg = model_config("base", **{**sizes, "vocab_size": LEARNING_VOCABULARY})
     dataset = reversal_corpus(workdir / "reversal", cfg.vocab_size, 20 * tokens, lengths)
     ctx = DistContext(0, 0, 1, torch.device(device), owns_group=False)
     choose_attention_backends(ctx.device)  # as training does: cuDNN's attention left out
     curves: dict[str, dict] = {}
-    for kind, dtype in variants:
-        name = f"{kind} {dtype}"
+    for kind, dtype, weights in variants:
+        name = f"{kind} {dtype}" + (" weights" if weights == "bf16" else "")
         if name in curves:
             continue
         train_cfg = TrainConfig(
             max_tokens=tokens, tokens_per_step=tokens, warmup=100, lr_scale=0.3,
             precision=dtype, compile="on" if kind == "compiled" else "off",
-            batch_shapes="fixed", device=device,
+            batch_shapes="fixed", device=device, compute_weights=weights,
         )  # fmt: skip
         trainer = Trainer(cfg, train_cfg, ctx, dataset)
         start, curve, tokens_seen = time.perf_counter(), [], 0
@@ -206,7 +208,7 @@ def learning_report(
         "shape": shape, "vocab_size": LEARNING_VOCABULARY, "device": device,
         "task": f"reversal, {20 * tokens:,} pairs of {lengths[0]}-{lengths[1]} tokens",
         "tokens_per_step": tokens, "lr_scale": 0.3, "steps": steps, "log_interval": interval,
-        "reference": " ".join(variants[0]), "curves": curves,
+        "reference": " ".join(variants[0][:2]), "curves": curves,
     }  # fmt: skip
 
 
@@ -222,7 +224,8 @@ def main() -> int:
         default=0,
         metavar="STEPS",
         help="also train STEPS steps on a reversal task, eager and compiled (the CPU's "
-        "precisions: fp32 the reference, bf16 where native; CUDA's: bf16, eager the reference)",
+        "precisions: fp32 the reference, bf16 autocast and bf16 weights where native; CUDA's: "
+        "eager bf16 autocast the reference, compiled bf16 autocast and bf16 weights)",
     )
     parser.add_argument(
         "--learning-shape", default="tiny", choices=["tiny", "base"], help="(default: tiny)"
@@ -258,10 +261,13 @@ def main() -> int:
     }
     if args.learning:
         if args.learning_device == "cuda":
-            variants = [("eager", "bf16"), ("compiled", "bf16")]
+            variants = [("eager", "bf16", "fp32"), ("compiled", "bf16", "fp32"),
+                        ("compiled", "bf16", "bf16")]  # fmt: skip
         else:
-            native = ["bf16"] if cpu_has_native_bf16() else []
-            variants = [(kind, p) for kind in ("eager", "compiled") for p in ["fp32", *native]]
+            native = [("bf16", "fp32"), ("bf16", "bf16")] if cpu_has_native_bf16() else []
+            variants = [
+                (kind, *p) for kind in ("eager", "compiled") for p in [("fp32", "fp32"), *native]
+            ]
         with tempfile.TemporaryDirectory() as tmp:
             result["learning"] = learning_report(
                 args.learning, 50, variants, Path(tmp), args.learning_shape,

@@ -7,7 +7,9 @@ Multi30k shape (config/multi30k.yaml: 3+3 layers, d_model 256, d_ff 1024, 8
 heads, vocabulary 8000) and the paper's base shape (vocabulary 37000), ~4000
 target tokens per step, in each precision of ``--precisions`` (fp32, and bf16
 autocast where this CPU computes bf16 natively): ours with ``--precision``,
-the peer under the same ``torch.autocast``. ``--memory`` adds the peak RSS of
+the peer under the same ``torch.autocast``; ``--compute-weights fp32 bf16`` adds a row of
+ours with a bf16 copy of the weights (``train.compute_weights``, the peer still under
+autocast). ``--memory`` adds the peak RSS of
 our training in each shape and precision, each measured in a fresh process. The peer
 is ``transformers.MarianMTModel`` configured to the same model: post-norm,
 sinusoidal positions, one embedding shared by encoder, decoder and output,
@@ -20,7 +22,8 @@ noisy CPU slows both alike, and reports the median over rounds.
 GPU (when CUDA exists): our trainer's target tokens per second for base and
 big in bf16 autocast at 25,000 target tokens per step (2 micro-batches of
 12,500), 50 timed steps after 10 of warm-up, eager and compiled
-(``--gpu-compile off on``), and MFU = analytic training FLOPs per second
+(``--gpu-compile off on``), with bf16 autocast or a bf16 copy of the weights
+(``--gpu-compute-weights fp32 bf16``), and MFU = analytic training FLOPs per second
 (``transformer_core.training.flops``) / the device's dense bf16 peak; then 5 steps under
 torch.profiler: the share of the time the GPU sat idle, and the top 10 kernels.
 ``--gpu-only`` skips the CPU section.
@@ -37,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import sys
@@ -102,12 +104,21 @@ def timed(runner, steps: int, device: torch.device) -> tuple[int, float]:
 
 
 def cpu_comparison(
-    shape: str, precision: str, workdir: Path, rounds: int, steps: int, warmup: int
+    shape: str,
+    precision: str,
+    workdir: Path,
+    rounds: int,
+    steps: int,
+    warmup: int,
+    compute_weights: str = "fp32",
 ) -> dict:
     cfg = model_config("base", **SHAPES[shape])
     device = torch.device("cpu")
     dataset = synthetic_corpus(workdir / shape, cfg.vocab_size, sentences=6000)
-    ours = Ours(cfg, dataset, device, precision, TOKENS_PER_STEP, TOKENS_PER_STEP)
+    ours = Ours(
+        cfg, dataset, device, precision, TOKENS_PER_STEP, TOKENS_PER_STEP,
+        compute_weights=compute_weights,
+    )  # fmt: skip
     # The peer gets exactly the batches our trainer will see, collated once up front.
     sampler = TokenBucketSampler(
         dataset.src_lens, dataset.tgt_lens, TOKENS_PER_STEP, seed=ours.trainer.cfg.seed
@@ -128,6 +139,7 @@ def cpu_comparison(
     return {
         "shape": SHAPES[shape],
         "precision": precision,
+        "compute_weights": compute_weights,
         "params_ours": ours.params,
         "params_peer": peer.params,
         "target_tokens_per_step": TOKENS_PER_STEP,
@@ -153,10 +165,11 @@ def gpu_throughput(
     batch_shapes: str = "auto",
     tokens_per_step: int = 25000,
     lengths: tuple = (3, 80),
+    compute_weights: str = "fp32",
 ) -> dict:
-    """Our trainer on the GPU: bf16 autocast, ``tokens_per_step`` target tokens, ``steps`` timed
-    steps after ``warmup`` (compilation happens there), then ``profile_steps`` under the
-    profiler (``gpu_profile``)."""
+    """Our trainer on the GPU: bf16 autocast (or, ``compute_weights`` bf16, a bf16 copy of the
+    weights), ``tokens_per_step`` target tokens, ``steps`` timed steps after ``warmup``
+    (compilation happens there), then ``profile_steps`` under the profiler (``gpu_profile``)."""
     from transformer_core.device import choose_attention_backends
 
     cfg = model_config("big" if shape == "big" else "base", vocab_size=37000)
@@ -164,7 +177,10 @@ def gpu_throughput(
     dataset = synthetic_corpus(
         workdir / f"gpu_{shape}_{lengths[0]}_{lengths[1]}", cfg.vocab_size, 60000, lengths=lengths
     )
-    ours = Ours(cfg, dataset, device, "bf16", max_tokens, tokens_per_step, compile, batch_shapes)
+    ours = Ours(
+        cfg, dataset, device, "bf16", max_tokens, tokens_per_step, compile, batch_shapes,
+        compute_weights,
+    )  # fmt: skip
     torch.cuda.reset_peak_memory_stats(device)  # after CUDA's first use: it fails before it
     choose_attention_backends(device, cudnn=cudnn_attention)
     try:
@@ -189,11 +205,11 @@ def gpu_throughput(
         "device": device_name(device),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "precision": "bf16 autocast",
+        "precision": "bf16 autocast" if compute_weights == "fp32" else "bf16 weights",
         "compile": compile,
         "batch_shapes": batch_shapes,
         "fixed_shapes": ours.trainer.fixed_shapes,
-        "inductor_cudagraphs": os.environ.get("TORCHINDUCTOR_CUDAGRAPHS") == "1",
+        "cuda_graphs": ours.trainer.compiled and ours.trainer.fixed_shapes,
         "cudnn_attention": cudnn_attention,
         "sentence_lengths": list(lengths),
         "max_tokens": max_tokens,
@@ -247,6 +263,14 @@ def main() -> int:
     )
     add_precision_arguments(parser, "our training")
     parser.add_argument(
+        "--compute-weights",
+        nargs="+",
+        default=["fp32"],
+        choices=["fp32", "bf16"],
+        help="our bf16 rows' train.compute_weights: fp32 (autocast), bf16 (a bf16 copy; the "
+        "row is named 'bf16 weights'), or both (default: fp32)",
+    )
+    parser.add_argument(
         "--gpu-max-tokens",
         type=int,
         default=12500,
@@ -281,6 +305,14 @@ def main() -> int:
         default=["auto"],
         choices=["auto", "fixed", "exact"],
         help="GPU variants' --batch-shapes (default: auto, fixed where compiled)",
+    )
+    parser.add_argument(
+        "--gpu-compute-weights",
+        nargs="+",
+        default=["fp32"],
+        choices=["fp32", "bf16"],
+        help="GPU variants' train.compute_weights: bf16 autocast, a bf16 copy, or both "
+        "(default: fp32)",
     )
     parser.add_argument(
         "--gpu-cudnn-attention",
@@ -327,17 +359,25 @@ def main() -> int:
         for shape in [] if args.gpu_only else args.shapes:
             rounds, steps, warmup = QUICK if args.quick else PLAN[shape]
             rows = result["cpu"][shape] = {}
-            for precision in precisions:
-                rows[precision] = cpu_comparison(shape, precision, Path(tmp), rounds, steps, warmup)
-                if args.memory:
-                    rows[precision]["ours_peak_rss_mib"] = round(
+            variants = [
+                (precision, weights)
+                for precision in precisions
+                for weights in (args.compute_weights if precision == "bf16" else ["fp32"])
+            ]
+            for precision, weights in variants:
+                name = "bf16 weights" if weights == "bf16" else precision
+                rows[name] = cpu_comparison(
+                    shape, precision, Path(tmp), rounds, steps, warmup, weights
+                )
+                if args.memory and weights == "fp32":
+                    rows[name]["ours_peak_rss_mib"] = round(
                         peak_rss_of_training(
                             shape, precision, 1 if args.quick else 2, args.threads
                         ),
                         1,
                     )
                 print(
-                    f"cpu {shape} {precision}: {json.dumps(rows[precision])}",
+                    f"cpu {shape} {name}: {json.dumps(rows[name])}",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -349,13 +389,14 @@ def main() -> int:
             result["gpu"] = []
             steps, warmup = (3, 2) if args.quick else (args.gpu_steps, args.gpu_warmup)
             variants = [
-                (shape, compile, shapes, cudnn)
+                (shape, compile, shapes, cudnn, weights)
                 for shape in args.gpu_shapes
                 for compile in args.gpu_compile
                 for shapes in args.gpu_batch_shapes
                 for cudnn in ((False, True) if args.gpu_cudnn_attention else (False,))
+                for weights in args.gpu_compute_weights
             ]
-            for shape, compile, shapes, cudnn in variants:
+            for shape, compile, shapes, cudnn, weights in variants:
                 row = gpu_throughput(
                     shape,
                     Path(tmp),
@@ -368,6 +409,7 @@ def main() -> int:
                     shapes,
                     args.gpu_tokens_per_step,
                     tuple(args.gpu_lengths),
+                    weights,
                 )
                 result["gpu"].append(row)
                 print(f"gpu: {json.dumps(row)}", file=sys.stderr, flush=True)

@@ -7,7 +7,7 @@
 #
 # It expects, beside the working tree (ignored by git, carried to the machine):
 #   .whl/        the Python 3.12 wheels the machine lacks (snakemake and its needs, sacremoses,
-#                ctranslate2 for decode_fixed)
+#                ctranslate2 for decode_fixed); the training parts need none
 #   .gpu/data/   multi30k/ and wmt/newstest2014-deen-full.{en,de} from the shared data
 #   .gpu/m30k/   for decode_fixed without workflow: a trained Multi30k checkpoint (averaged*.pt),
 #                its spm.model, the prepared test.src and the German test.de
@@ -29,13 +29,13 @@
 #             CTranslate2 on the GPU (bench_ctranslate2 --only gpu)
 #   train25k  the same with one micro-batch of 25,000 tokens per step (eager; big compiled)
 #   fixed     base, then big, at 1 x 25,000 tokens a step: eager on exact widths against
-#             compiled on fixed shapes with inductor's CUDA graphs (TORCHINDUCTOR_CUDAGRAPHS=1),
-#             each profiled; sentences of 24 to 31 tokens, so that every batch is 32 wide
-#             (one shape to compile; the widths of a WMT mix each compile once in a warm-up)
+#             compiled on fixed shapes with CUDA graphs, under bf16 autocast and with bf16
+#             compute weights, each profiled; sentences of 24 to 31 tokens, so that every
+#             batch is 32 wide (one shape to compile; a WMT mix's widths compile in a warm-up)
 #   fixed3125 the same at 1 x 3,125 tokens a step (what each of the paper's 8 GPUs runs)
-#   learning  base trained 1,000 steps of 25,000 tokens on a reversal task, eager bf16 against
-#             compiled bf16 with CUDA graphs, the same batches: the NLL every 50 steps
-#             (bench_shapes --learning)
+#   learning  base trained 1,000 steps of 25,000 tokens on a reversal task, eager bf16 autocast
+#             against compiled (CUDA graphs) bf16 autocast and bf16 compute weights, the same
+#             batches: the NLL every 50 steps (bench_shapes --learning)
 #   before    the previous commit's GPU sections (training, decoding) on the same machine
 set -uo pipefail
 OUT=${OUT:-gpu_out}
@@ -43,8 +43,10 @@ mkdir -p "$OUT"
 OUT=$(realpath "$OUT")
 ROOT=$PWD
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
+if compgen -G ".whl/*.whl" >/dev/null; then  # the training parts need none
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 1
+fi
 export PYTHONPATH=$ROOT:/tmp/site
 # The workflow calls `transformer-core` and `python -m transformer_core`.
 mkdir -p /tmp/bin
@@ -101,16 +103,19 @@ for part in "$@"; do
         tokens=25000
         [[ $part == fixed3125 ]] && tokens=3125
         for model in base big; do
-            bounded env TORCHINDUCTOR_CUDAGRAPHS=1 python3 -m bench.bench_train --gpu-only \
-                --gpu-shapes $model --gpu-max-tokens $tokens --gpu-tokens-per-step $tokens \
-                --gpu-compile off on --gpu-batch-shapes auto --gpu-lengths 24 31 \
-                --gpu-steps 20 --gpu-warmup 6 --gpu-profile-steps 2 \
-                --out "$OUT/train_gpu_fixed_${model}_$tokens.json" 2>&1 |
-                tee -a "$OUT/train_gpu_fixed.log"
+            for variant in "off --gpu-compute-weights fp32" "on --gpu-compute-weights fp32 bf16"; do
+                # shellcheck disable=SC2086  # the variant is several arguments
+                bounded python3 -m bench.bench_train --gpu-only --gpu-compile $variant \
+                    --gpu-shapes $model --gpu-max-tokens $tokens --gpu-tokens-per-step $tokens \
+                    --gpu-batch-shapes auto --gpu-lengths 24 31 \
+                    --gpu-steps 20 --gpu-warmup 6 --gpu-profile-steps 2 \
+                    --out "$OUT/train_gpu_fixed_${model}_${tokens}_${variant%% *}.json" 2>&1 |
+                    tee -a "$OUT/train_gpu_fixed.log"
+            done
         done
         ;;
     learning)
-        bounded env TORCHINDUCTOR_CUDAGRAPHS=1 python3 -m bench.bench_shapes --no-shapes \
+        bounded python3 -m bench.bench_shapes --no-shapes \
             --learning 1000 --learning-device cuda --learning-shape base --learning-tokens 25000 \
             --learning-lengths 24 31 --out "$OUT/learning_gpu.json" 2>&1 | grep -v "^W[0-9]" |
             tee "$OUT/learning_gpu.log"

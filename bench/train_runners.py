@@ -50,6 +50,7 @@ class Ours:
         tokens_per_step,
         compile="off",
         batch_shapes="auto",
+        compute_weights="fp32",
     ):
         ctx = DistContext(0, 0, 1, device, owns_group=False)
         train_cfg = TrainConfig(
@@ -59,6 +60,7 @@ class Ours:
             warmup=4000,
             compile=compile,
             batch_shapes=batch_shapes,
+            compute_weights=compute_weights,
         )
         self.trainer = Trainer(cfg, train_cfg, ctx, dataset)
         self.params = count_parameters(self.trainer.model)

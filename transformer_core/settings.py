@@ -30,6 +30,7 @@ DEVICES = (AUTO, "cpu", "cuda")  # device.resolve_device says what each means
 PRECISIONS = (AUTO, "fp32", "bf16")  # device.autocast_dtype says what each means
 COMPILE_MODES = (AUTO, "on", "off")  # device.use_compile says what each means
 BATCH_SHAPES = (AUTO, "fixed", "exact")  # device.use_fixed_shapes says what each means
+COMPUTE_WEIGHTS = ("fp32", "bf16")  # training.master_weights says what bf16 means
 QUANTIZE_MODES = ("off", "int8")  # translate --quantize: quantize.int8_model
 # export: the engines, and CTranslate2's CPU weight types (int8, int16: quantized matrices)
 EXPORT_FORMATS = ("ctranslate2", "transformers")
@@ -265,6 +266,13 @@ class TrainConfig(RuntimeSettings):
         "few for a compiled step; exact: the least padding; auto: fixed where compiled",
         choices=BATCH_SHAPES,
     )  # fmt: skip
+    compute_weights: str = option(
+        "fp32", "--compute-weights", "fp32: the step computes with the fp32 weights (bf16 autocast "
+        "casts them once a step); bf16: with a bf16 copy of them, refreshed after each optimizer "
+        "step, without autocast (activations bf16 throughout; Adam updates the fp32 weights); "
+        "needs bf16 precision",
+        choices=COMPUTE_WEIGHTS,
+    )  # fmt: skip
     tensorboard: bool = option(
         True,
         "--tensorboard",
@@ -292,6 +300,7 @@ class TrainConfig(RuntimeSettings):
         if self.dev_interval is not None:
             require_positive_integers(self, "train", ("dev_interval",))
         require_choice(self, "train", "batch_shapes", BATCH_SHAPES)
+        require_choice(self, "train", "compute_weights", COMPUTE_WEIGHTS)
         if (
             isinstance(self.seed, bool)
             or not isinstance(self.seed, int)

@@ -15,6 +15,7 @@ from corpora import write_corpus
 from transformer_core.cli import main
 from transformer_core.data.batching import TokenBucketSampler
 from transformer_core.data.dataset import ParallelDataset
+from transformer_core.device import cpu_has_native_bf16
 from transformer_core.model.checkpoint import load_checkpoint, save_checkpoint
 from transformer_core.model.config import ModelConfig
 from transformer_core.training import distributed
@@ -66,7 +67,24 @@ def test_single_process_context(monkeypatch):
     distributed.teardown(ctx)  # idempotent
 
 
-def test_two_gloo_ranks_equal_one_process_with_accumulation(tmp_path, capsys):
+BF16_WEIGHTS = ["--precision", "bf16", "--compute-weights", "bf16"]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [],
+        pytest.param(
+            BF16_WEIGHTS,
+            marks=pytest.mark.skipif(not cpu_has_native_bf16(), reason="needs native bf16"),
+        ),
+    ],
+    ids=["fp32", "bf16-weights"],
+)
+def test_two_gloo_ranks_equal_one_process_with_accumulation(tmp_path, capsys, extra):
+    """fp32: to fp32 rounding. With bf16 compute weights the ranks all-reduce bf16 gradients
+    where one process adds them in fp32: each weight tensor within 3% after 6 steps (of a
+    learning rate that peaks at 0.088 here)."""
     corpus = write_corpus(tmp_path / "train", n=40)
     dev = write_corpus(tmp_path / "dev", n=9, seed=1)
     ds = ParallelDataset(corpus)
@@ -88,6 +106,7 @@ def test_two_gloo_ranks_equal_one_process_with_accumulation(tmp_path, capsys):
             "--dev",
             str(dev),
             *COMMON,
+            *extra,
             "--out-dir",
             str(tmp_path / "ddp"),
         ],
@@ -105,6 +124,7 @@ def test_two_gloo_ranks_equal_one_process_with_accumulation(tmp_path, capsys):
                 "--dev",
                 str(dev),
                 *COMMON,
+                *extra,
                 "--out-dir",
                 str(tmp_path / "single"),
             ]
@@ -120,13 +140,17 @@ def test_two_gloo_ranks_equal_one_process_with_accumulation(tmp_path, capsys):
     assert a["step"] == b["step"] == 6 and a["token_counts"] == b["token_counts"]
     assert len(a["rng"]) == 2  # one RNG state per rank
     for key, tensor in b["model"].items():
-        torch.testing.assert_close(a["model"][key], tensor, rtol=0, atol=1e-6)
+        assert tensor.dtype == torch.float32
+        if not extra:
+            torch.testing.assert_close(a["model"][key], tensor, rtol=0, atol=1e-6)
+        elif not key.endswith("w_k.bias"):  # a shift of every key's score: no gradient but noise
+            assert (a["model"][key] - tensor).norm() <= 0.03 * tensor.norm(), key
     # Only rank 0 wrote: one summary, one metrics line per step.
     # Dev perplexity: each rank scores its share, the sums are all-reduced.
     dev_ddp, dev_single = (
         json.loads((tmp_path / r / "summary.json").read_text()) for r in ("ddp", "single")
     )
-    assert dev_ddp["dev_ppl"] == pytest.approx(dev_single["dev_ppl"], rel=1e-5)
+    assert dev_ddp["dev_ppl"] == pytest.approx(dev_single["dev_ppl"], rel=1e-2 if extra else 1e-5)
     metrics = (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()
     assert len([m for m in metrics if '"train"' in m]) == 6
 

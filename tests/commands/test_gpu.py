@@ -51,21 +51,34 @@ def test_bf16_step_on_cuda_matches_the_fp32_step_on_the_cpu(tmp_path):
     assert (gpu_grad - cpu_grad).norm() / cpu_grad.norm() < 0.03
 
 
-def test_training_steps_on_cuda_track_the_cpu(tmp_path):
-    """Ten full Trainer steps (bf16, widths padded to 8, batches prefetched and pinned) end at
-    about the CPU's fp32 loss."""
-    corpus = ParallelDataset(write_corpus(tmp_path / "train", n=200, vocab=24))
+def _ten_steps(corpus: ParallelDataset, device: torch.device, **settings) -> float:
+    """The label-smoothed loss per target token over ten full Trainer steps (batches
+    prefetched, and pinned for a GPU)."""
     cfg = model_config("base", vocab_size=24, **{**TRAIN_SHAPE, "dropout": 0.0})
-    losses = []
-    for device, precision in ((torch.device("cpu"), "fp32"), (CUDA, "bf16")):
-        train_cfg = TrainConfig(max_tokens=64, tokens_per_step=128, warmup=5, precision=precision)
-        trainer = Trainer(cfg, train_cfg, DistContext(0, 0, 1, device, owns_group=False), corpus)
-        try:
-            tokens = sum(trainer.train_step().tgt_tokens for _ in range(10))
-            losses.append(trainer.interval_sums()[0] / tokens)
-        finally:
-            trainer.close()
-    assert losses[1] == pytest.approx(losses[0], rel=2e-2)
+    train_cfg = TrainConfig(max_tokens=64, tokens_per_step=128, warmup=5, **settings)
+    trainer = Trainer(cfg, train_cfg, DistContext(0, 0, 1, device, owns_group=False), corpus)
+    try:
+        tokens = sum(trainer.train_step().tgt_tokens for _ in range(10))
+        return trainer.interval_sums()[0] / tokens
+    finally:
+        trainer.close()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"compile": "on"},
+        {"compile": "on", "compute_weights": "bf16"},
+    ],
+    ids=["eager", "compiled-cuda-graphs", "compiled-bf16-weights"],
+)
+def test_training_steps_on_cuda_track_the_cpu(tmp_path, settings):
+    """Ten steps in bf16 on the GPU (widths padded to 8; compiled: fixed shapes, each recorded
+    as a CUDA graph; with bf16 compute weights) end at about the CPU's fp32 loss."""
+    corpus = ParallelDataset(write_corpus(tmp_path / "train", n=200, vocab=24))
+    cpu = _ten_steps(corpus, torch.device("cpu"), precision="fp32")
+    assert _ten_steps(corpus, CUDA, precision="bf16", **settings) == pytest.approx(cpu, rel=2e-2)
 
 
 @pytest.mark.parametrize("beam", [1, 4])

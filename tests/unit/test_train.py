@@ -22,9 +22,22 @@ from transformer_core.training.session import train
 from transformer_core.training.step import Trainer, TrainingDiverged
 
 
-@pytest.mark.parametrize("precision", ["fp32", "auto"])
-def test_tiny_model_fits_20_pairs(tmp_path, precision):
-    """In exact fp32, and in ``auto`` (bf16 autocast on this CPU where it computes bf16 natively)."""
+@pytest.mark.parametrize(
+    ("precision", "compute_weights"),
+    [
+        ("fp32", "fp32"),
+        ("auto", "fp32"),
+        pytest.param(
+            "bf16",
+            "bf16",
+            marks=pytest.mark.skipif(not cpu_has_native_bf16(), reason="bf16 needs native bf16"),
+        ),
+    ],
+    ids=["fp32", "auto", "bf16-weights"],
+)
+def test_tiny_model_fits_20_pairs(tmp_path, precision, compute_weights):
+    """In exact fp32, in ``auto`` (bf16 autocast on this CPU where it computes bf16 natively),
+    and with bf16 compute weights beside the fp32 ones."""
     corpus = write_corpus(tmp_path / "train")
     cfg = TrainConfig(
         steps=150,
@@ -36,6 +49,7 @@ def test_tiny_model_fits_20_pairs(tmp_path, precision):
         keep_last=2,
         num_threads=1,
         precision=precision,
+        compute_weights=compute_weights,
     )
     summary = train(
         corpus,
@@ -62,7 +76,9 @@ def test_tiny_model_fits_20_pairs(tmp_path, precision):
     assert load_checkpoint(run / "last.pt")["step"] == 150
     assert load_model(run / "last.pt").cfg.vocab_size == 24
     # The precision used is recorded; master weights stay fp32 under bf16 autocast.
-    used = "bf16" if precision == "auto" and cpu_has_native_bf16() else "fp32"
+    used = (
+        "bf16" if precision == "bf16" or precision == "auto" and cpu_has_native_bf16() else "fp32"
+    )
     payload = load_checkpoint(run / "last.pt")
     assert summary["precision"] == payload["precision"] == used
     assert all(t.dtype == torch.float32 for t in payload["model"].values() if t.is_floating_point())

@@ -97,8 +97,10 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
         dtype = torch.promote_types(weight.dtype, torch.float32)  # fp32 math for bf16 weights
         autocast = torch.is_autocast_enabled(hidden.device.type)
         # bf16 products under autocast (each chunk's hidden states cast once; the weight's
-        # cast is autocast's, cached for the step); fp32 buffers reused by every chunk without.
+        # cast is autocast's, cached for the step) and with bf16 weights; fp32 buffers reused
+        # by every chunk with fp32 weights.
         low = torch.get_autocast_dtype(hidden.device.type) if autocast else None
+        low = low or (weight.dtype if weight.dtype != dtype else None)
         plain = low is None and hidden.dtype == weight.dtype == dtype
         fused = fused and need_grad and low is not None
         column_sum = weight.sum(0, dtype=dtype)  # sum_k W_k: (d,)
@@ -217,6 +219,12 @@ def projected_label_smoothed_loss(
 STATIC_GRAPHS = 64
 
 
+def compile_options(model: nn.Module, static: bool) -> dict[str, bool]:
+    """Inductor's options for the stacks of ``model``: CUDA graphs where its weights are on a
+    GPU and its shapes static (a graph of dynamic shapes would be recorded for each)."""
+    return {"triton.cudagraphs": static and next(model.parameters()).is_cuda}
+
+
 class LossModel(nn.Module):
     """The Transformer and its loss in one forward (what DDP wraps).
 
@@ -232,11 +240,14 @@ class LossModel(nn.Module):
         # depends on the number of tokens; on GPUs each chunk's softmax and gradient compile).
         # Dynamic shapes: one graph for every batch; ``static``: a graph per shape, for
         # micro-batches of fixed shapes (data.shapes), up to STATIC_GRAPHS of them, in training
-        # (scoring in eval mode stays eager).
+        # (scoring in eval mode stays eager), each recorded on a GPU as a CUDA graph
+        # (inductor's, forward and backward), so that the host launches a shape's kernels at once.
         self.compiled, self.static = compile, compile and static
         self.decoder_states = self._decoder_states
         if compile:
-            self.decoder_states = torch.compile(self._decoder_states, dynamic=not static)
+            self.decoder_states = torch.compile(
+                self._decoder_states, dynamic=not static, options=compile_options(model, static)
+            )
 
     def _decoder_states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """The last decoder layer's output (B, T, d_model): ``Transformer.decode`` without the

@@ -178,6 +178,7 @@ class TrainingSession:
             f"training {self.experiment}: {self.params:,} parameters, vocabulary "
             f"{self.model_cfg.vocab_size}, {ctx.world_size} x {device_name(ctx.device)} "
             f"({cpu_threads()} each), precision {precision_name(trainer.autocast)}"
+            f"{', bf16 compute weights' if trainer.master else ''}"
             f"{', compiled' if trainer.compiled else ''}"
             f"{', fixed batch shapes' if trainer.fixed_shapes else ''}, "
             f"{cfg.batch_tokens(ctx.world_size)} "

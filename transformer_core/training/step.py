@@ -19,7 +19,9 @@ scaler) without the host looking. The training session (``session.py``) reads th
 once per log interval (``Trainer.interval_sums``), and the flag before each
 checkpoint, and ``TrainingDiverged`` is raised there, with the weights as they were
 before the first bad step. One bf16 autocast context spans the step's micro-batches,
-so each weight is cast to bf16 once per step, not once per micro-batch.
+so each weight is cast to bf16 once per step, not once per micro-batch; with
+``compute_weights: bf16`` the step runs a bf16 copy of the weights instead, without autocast
+(``master_weights.py``).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from transformer_core.settings import TrainConfig
 from transformer_core.training import distributed, micro_batch
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.loss import LossModel
+from transformer_core.training.master_weights import MasterWeights, compute_dtype
 from transformer_core.training.schedule import learning_rate
 
 
@@ -117,11 +120,19 @@ class Trainer:
         cfg = micro_batch.resolved(cfg, model_cfg, ctx.device, ctx.world_size)  # auto: a number
         self.model_cfg, self.cfg, self.ctx = model_cfg, cfg, ctx
         seed_everything(cfg.seed)  # the same initial weights on every rank
-        self.model = Transformer(model_cfg).to(ctx.device)
+        self.model = Transformer(model_cfg).to(ctx.device)  # fp32: what Adam updates and saves
+        self.autocast = autocast_dtype(ctx.device, cfg.precision)
+        low = compute_dtype(cfg.compute_weights, self.autocast)
+        # compute_weights bf16: the step runs a bf16 copy, without autocast (master_weights.py).
+        self.master = MasterWeights(self.model, low) if low else None
         compiled, self.fixed_shapes = training_compilation(
             ctx.device, cfg.compile, cfg.batch_shapes
         )
-        self.loss_model: nn.Module = LossModel(self.model, compiled, static=self.fixed_shapes)
+        self.loss_model: nn.Module = LossModel(
+            self.master.compute if self.master else self.model, compiled, static=self.fixed_shapes
+        )
+        # Dev scoring runs the fp32 weights, eagerly, whatever the step computes with.
+        self.scorer = LossModel(self.model) if self.master else self.loss_model
         if ctx.distributed:
             self.loss_model = DistributedDataParallel(
                 self.loss_model,
@@ -138,7 +149,6 @@ class Trainer:
         )
         # Fused Adam takes found_inf: it skips the update on the device when the flag is set.
         self.skips_on_device = bool(self.optimizer.defaults.get("fused"))
-        self.autocast = autocast_dtype(ctx.device, cfg.precision)
         seed_everything(cfg.seed + ctx.rank)  # dropout masks differ between ranks
         self.sampler = TokenBucketSampler(
             train_set.src_lens,
@@ -176,7 +186,7 @@ class Trainer:
         self.stream.close()
 
     def _autocast(self, enabled: bool = True) -> contextlib.AbstractContextManager:
-        if self.autocast is None:
+        if self.autocast is None or self.master:  # a bf16 copy computes without autocast
             return contextlib.nullcontext()
         return torch.autocast(self.ctx.device.type, dtype=self.autocast, enabled=enabled)
 
@@ -209,7 +219,7 @@ class Trainer:
             group["lr"] = lr
         loss_sum = torch.zeros((), device=device)
         nll_sum = torch.zeros((), device=device)
-        self.model.train()
+        self.loss_model.train()
         # One autocast context for the whole step: autocast caches its bf16 copy of each
         # weight until its outermost context exits, here after the last micro-batch (and
         # before the optimizer changes the weights). Backward runs with autocast off.
@@ -231,6 +241,8 @@ class Trainer:
                     )
                     with self._autocast(enabled=False):
                         (loss * scale).backward()
+                if self.master:
+                    self.master.accumulate(first=i == 0)  # into the fp32 gradients
                 loss_sum += loss.detach()
                 nll_sum += nll
         bad = (~(torch.isfinite(loss_sum) & torch.isfinite(nll_sum))).to(torch.float32)
@@ -243,7 +255,10 @@ class Trainer:
         else:
             self.raise_if_diverged()
         self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.master:
+            self.master.refresh()  # the next micro-batch's gradients overwrite the fp32 ones
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
         self._loss_sum += loss_sum
         self._nll_sum += nll_sum
         self.step += 1
@@ -283,15 +298,17 @@ class Trainer:
         so this happens only for the longest few.)
         """
         cfg, ctx = self.model_cfg, self.ctx
-        loss_model = self.loss_model.module if ctx.distributed else self.loss_model
+        scorer = self.scorer
+        if isinstance(scorer, DistributedDataParallel):
+            scorer = scorer.module
 
         # fp32 whatever the training precision: dev PPL is a reported number (Table 3), and
         # `transformer-core ppl` (fp32 by default) must give the same one.
         def nll(src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
-            return loss_model(src, tgt_in, tgt_out, 0.0)[1]
+            return scorer(src, tgt_in, tgt_out, 0.0)[1]
 
         def nll_of_wrong_sources(src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
-            return loss_model(src.roll(1, dims=0), tgt_in, tgt_out, 0.0)[1]
+            return scorer(src.roll(1, dims=0), tgt_in, tgt_out, 0.0)[1]
 
         def batches() -> Iterator[tuple[Tensor, Tensor, Tensor]]:
             return dataset_batches(
@@ -304,10 +321,10 @@ class Trainer:
                 world_size=ctx.world_size,
             )
 
-        self.model.eval()
+        scorer.eval()
         right = summed_nll(nll, batches(), cfg.pad_id, ctx.device)
         wrong = summed_nll(nll_of_wrong_sources, batches(), cfg.pad_id, ctx.device)
-        self.model.train()
+        scorer.train()
         nll_sum, wrong_sum, tokens, sentences = distributed.all_reduce_sum(
             [right.nll_sum, wrong.nll_sum, right.tokens, right.sentences], ctx
         )
@@ -396,6 +413,8 @@ class Trainer:
     def load_state(self, payload: dict[str, Any], log: Callable[[str], None]) -> None:
         """Continue from a checkpoint ``payload`` (loaded on the CPU)."""
         self.model.load_state_dict(payload["model"])
+        if self.master:
+            self.master.refresh()
         self.optimizer.load_state_dict(payload["optimizer"])
         self.step = int(payload["step"])
         self.counts = TokenCounts(**payload["token_counts"])
