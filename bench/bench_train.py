@@ -57,6 +57,7 @@ from transformer_core.data.batching import TokenBucketSampler, collate
 from transformer_core.data.token_counts import TokenCounts
 from transformer_core.device import cpu_has_native_bf16
 from transformer_core.model.config import model_config
+from transformer_core.settings import COMPUTE_WEIGHTS
 from transformer_core.training.flops import device_spec, training_flops
 from transformer_core.training.session import device_name
 
@@ -262,14 +263,18 @@ def main() -> int:
         "--shapes", nargs="+", default=["tiny", "multi30k", "base"], choices=list(PLAN)
     )
     add_precision_arguments(parser, "our training")
-    parser.add_argument(
-        "--compute-weights",
-        nargs="+",
-        default=["fp32"],
-        choices=["fp32", "bf16"],
-        help="our bf16 rows' train.compute_weights: fp32 (autocast), bf16 (a bf16 copy; the "
-        "row is named 'bf16 weights'), or both (default: fp32)",
-    )
+    for flag, rows in (
+        ("--compute-weights", "the CPU's bf16 rows"),
+        ("--gpu-compute-weights", "the GPU variants"),
+    ):
+        parser.add_argument(
+            flag,
+            nargs="+",
+            default=["fp32"],
+            choices=COMPUTE_WEIGHTS,
+            help=f"{rows}' train.compute_weights: fp32 (bf16 autocast), bf16 (a bf16 copy of "
+            "the weights; a CPU row named 'bf16 weights'), or both (default: fp32)",
+        )
     parser.add_argument(
         "--gpu-max-tokens",
         type=int,
@@ -305,14 +310,6 @@ def main() -> int:
         default=["auto"],
         choices=["auto", "fixed", "exact"],
         help="GPU variants' --batch-shapes (default: auto, fixed where compiled)",
-    )
-    parser.add_argument(
-        "--gpu-compute-weights",
-        nargs="+",
-        default=["fp32"],
-        choices=["fp32", "bf16"],
-        help="GPU variants' train.compute_weights: bf16 autocast, a bf16 copy, or both "
-        "(default: fp32)",
     )
     parser.add_argument(
         "--gpu-cudnn-attention",

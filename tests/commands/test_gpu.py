@@ -8,6 +8,7 @@ import torch
 from conftest import TRAIN_SHAPE, tiny_config, tiny_model
 from corpora import write_corpus
 from test_train_resume import kill_and_resume
+from torch._dynamo.utils import counters
 
 from transformer_core.data.batching import collate
 from transformer_core.data.dataset import ParallelDataset
@@ -24,6 +25,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 CUDA = torch.device("cuda")
+NODE_INPUTS = "cudagraph_recorded_non_static_inputs"  # inductor's count, at each recording
 
 
 def test_bf16_step_on_cuda_matches_the_fp32_step_on_the_cpu(tmp_path):
@@ -78,7 +80,11 @@ def test_training_steps_on_cuda_track_the_cpu(tmp_path, settings):
     as a CUDA graph; with bf16 compute weights) end at about the CPU's fp32 loss."""
     corpus = ParallelDataset(write_corpus(tmp_path / "train", n=200, vocab=24))
     cpu = _ten_steps(corpus, torch.device("cpu"), precision="fp32")
+    inductor = counters["inductor"]
+    skipped, recorded = (inductor[k] for k in ("cudagraph_skips", NODE_INPUTS))
     assert _ten_steps(corpus, CUDA, precision="bf16", **settings) == pytest.approx(cpu, rel=2e-2)
+    if settings:  # each CUDA graph recorded counts its batch inputs; none skipped
+        assert inductor["cudagraph_skips"] == skipped and inductor[NODE_INPUTS] > recorded
 
 
 @pytest.mark.parametrize("beam", [1, 4])

@@ -131,7 +131,7 @@ class Trainer:
         self.loss_model: nn.Module = LossModel(
             self.master.compute if self.master else self.model, compiled, static=self.fixed_shapes
         )
-        # Dev scoring runs the fp32 weights, eagerly, whatever the step computes with.
+        # Dev scoring runs the fp32 weights (eagerly with a bf16 copy), outside DDP.
         self.scorer = LossModel(self.model) if self.master else self.loss_model
         if ctx.distributed:
             self.loss_model = DistributedDataParallel(
@@ -298,9 +298,7 @@ class Trainer:
         so this happens only for the longest few.)
         """
         cfg, ctx = self.model_cfg, self.ctx
-        scorer = self.scorer
-        if isinstance(scorer, DistributedDataParallel):
-            scorer = scorer.module
+        scorer = self.scorer  # never DDP's wrapper: each rank scores its share of the batches
 
         # fp32 whatever the training precision: dev PPL is a reported number (Table 3), and
         # `transformer-core ppl` (fp32 by default) must give the same one.
