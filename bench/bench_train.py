@@ -25,7 +25,10 @@ big in bf16 autocast at 25,000 target tokens per step (2 micro-batches of
 (``--gpu-compile off on``), with bf16 autocast or a bf16 copy of the weights
 (``--gpu-compute-weights fp32 bf16``), and MFU = analytic training FLOPs per second
 (``transformer_core.training.flops``) / the device's dense bf16 peak; then 5 steps under
-torch.profiler: the share of the time the GPU sat idle, and the top 10 kernels.
+torch.profiler: the share of the time the GPU sat idle, its time per step by kind of work
+(matrix products, attention, inductor's fused kernels, softmax, copies, the optimizer, the
+rest), the MFU the step would reach if only its products and attention took time, and the top
+10 kernels.
 ``--gpu-only`` skips the CPU section.
 
 Run from the repository root (``bench`` is a package):
@@ -91,6 +94,7 @@ PLAN = {
     "base": (3, 2, 1),
 }  # rounds, steps per round, warm-up steps
 QUICK = (1, 1, 1)
+DENSE_KINDS = ("matrix product", "attention")  # profile_command.KERNEL_KINDS: the FLOPs' kernels
 
 
 def timed(runner, steps: int, device: torch.device) -> tuple[int, float]:
@@ -200,6 +204,14 @@ def gpu_throughput(
     flops_per_s = training_flops(cfg, counts) / seconds
     spec = device_spec(device_name(device))
     peak = spec.bf16_tflops * 1e12 if spec and spec.bf16_tflops else None
+    if profile and peak:
+        # The MFU of a step whose every other kernel took no time: the bound that fusing and
+        # overlapping the memory-bound work can approach, short of faster products.
+        dense = sum(profile["by_kind"].get(k, {}).get("ms_per_step", 0.0) for k in DENSE_KINDS)
+        flops_per_step = flops_per_s * seconds / steps
+        profile["mfu_if_only_products_and_attention"] = (
+            round(flops_per_step / (dense / 1000) / peak, 4) if dense else None
+        )
     return {
         "shape": shape,
         "params": ours.params,

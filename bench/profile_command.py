@@ -4,8 +4,9 @@ Runs the command in this process (``transformer_core.cli.main``) inside ``torch.
 and writes its wall time; the operators that took the most host time (self CPU time, calls);
 the host's waits for the device (synchronizations and device-to-host copies, with their
 count and time); and, on a GPU, the kernels: how many, the share of the span in which none
-ran, and the 10 that took the most GPU time. Made to find where a decode's step goes on a
-GPU (docs/gpu.md: the Multi30k test decode at 75 ms a step), and usable for any command:
+ran, their GPU time by kind of work, and the 10 that took the most. Made to find where a
+decode's step goes on a GPU (docs/gpu.md: the Multi30k test decode at 75 ms a step), and
+usable for any command:
 
     python -m bench.profile_command --out translate_profile.json -- translate --checkpoint ...
 
@@ -29,11 +30,40 @@ from transformer_core.cli import main as cli_main
 WAITS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "Memcpy DtoH")
 
 
+# What a kernel's name says it does, the first match winning: attention before matrix
+# products (the memory-efficient attention kernels are CUTLASS's), inductor's matrix-product
+# templates before its other (fused, memory-bound) kernels.
+KERNEL_KINDS = (
+    ("attention", ("flash", "fmha", "attention")),
+    ("matrix product", ("nvjet", "gemm", "cutlass", "cublas", "xmma", "triton_tem")),
+    ("optimizer", ("multi_tensor_apply", "adam")),
+    ("compiled (inductor)", ("triton_",)),
+    ("softmax", ("softmax",)),
+    ("copy or cast", ("copy",)),
+)
+OTHER_KIND = "other elementwise or reduction"
+
+
+def kernel_kind(name: str) -> str:
+    """The kind of work of a CUDA kernel named ``name`` (``KERNEL_KINDS``)."""
+    lower = name.lower()
+    return next(
+        (kind for kind, marks in KERNEL_KINDS if any(mark in lower for mark in marks)), OTHER_KIND
+    )
+
+
 def kernel_summary(events, steps: int = 1) -> dict:
-    """The CUDA kernels among profiler ``events``: their count (per step, of ``steps``), the
-    span from the first kernel's start to the last one's end, the share of it in which no
-    kernel ran (against the union of their intervals), and the 10 that took the most time."""
-    kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    """The CUDA kernels among profiler ``events`` (not the annotations of regions on the GPU's
+    timeline, such as the optimizer's step): their count (per step, of ``steps``), the span from
+    the first kernel's start to the last one's end, the share of it in which no kernel ran
+    (against the union of their intervals), their GPU time per step by kind of work
+    (``kernel_kind``), and the 10 that took the most time."""
+    kernels = [
+        e
+        for e in events
+        if e.device_type == torch.autograd.DeviceType.CUDA
+        and not getattr(e, "is_user_annotation", False)
+    ]
     intervals = sorted((e.time_range.start, e.time_range.end) for e in kernels)
     busy, end = 0.0, float("-inf")
     for start, stop in intervals:  # the union of the intervals
@@ -47,6 +77,10 @@ def kernel_summary(events, steps: int = 1) -> dict:
         entry[0] += e.time_range.end - e.time_range.start
         entry[1] += 1
     top = sorted(by_name.items(), key=lambda item: -item[1][0])[:10]
+    by_kind: dict[str, float] = {}
+    for name, (total, _) in by_name.items():
+        kind = kernel_kind(name)
+        by_kind[kind] = by_kind.get(kind, 0.0) + total
     return {
         "steps": steps,
         "kernels": len(kernels),
@@ -54,6 +88,10 @@ def kernel_summary(events, steps: int = 1) -> dict:
         "span_ms": round(span / 1000, 2),
         "gpu_busy_ms": round(busy / 1000, 2),
         "gpu_idle_share": round(1 - busy / span, 4) if span else None,
+        "by_kind": {
+            kind: {"ms_per_step": round(total / 1000 / steps, 2), "share": round(total / busy, 4)}
+            for kind, total in sorted(by_kind.items(), key=lambda item: -item[1])
+        },
         "top_kernels": [
             {
                 "name": name[:120],
