@@ -67,6 +67,18 @@ def test_a_step_of_the_bf16_copy_is_as_close_to_fp32_as_autocast():
     scale = float(torch.cat([f.flatten() for f in fp32]).norm())
     assert 0 < error(copy) <= 2 * error(autocast) + 1e-3 * scale, (error(copy), error(autocast))
     assert error(copy) < 0.05 * scale
+    # A weight whose copy got no gradient (unused by the batch) gets zeros, not a stale sum.
+    for weight in master.compute.parameters():
+        weight.grad = torch.ones_like(weight)
+    unused = master.compute.decoder_layers[0].norm_1.bias
+    unused.grad = None
+    master.accumulate(first=True)
+    grads = {
+        id(c): w.grad for c, w in zip(master.compute.parameters(), model.parameters(), strict=True)
+    }
+    assert not grads[id(unused)].any() and all(
+        bool((g == 1).all()) for key, g in grads.items() if key != id(unused)
+    )
 
 
 def test_the_copy_is_the_masters_rounding_and_keeps_its_tensors():
