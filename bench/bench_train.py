@@ -222,7 +222,7 @@ def gpu_throughput(
         "compile": compile,
         "batch_shapes": batch_shapes,
         "fixed_shapes": ours.trainer.fixed_shapes,
-        "cuda_graphs": ours.trainer.compiled and ours.trainer.fixed_shapes,
+        "cuda_graphs": ours.trainer.cuda_graphs,
         "cudnn_attention": cudnn_attention,
         "sentence_lengths": list(lengths),
         "max_tokens": max_tokens,

@@ -2,8 +2,9 @@
 # The GPU measurements of the README's "Measured on one NVIDIA H100", run on a lent GPU machine
 # (no internet there) from the repository root:
 #
-#   bench/gpu_run.sh PART [PART ...]     PART: tests, train, train25k, fixed, fixed3125, learning,
-#                                        decode, workflow, decode_profile, decode_fixed, before
+#   bench/gpu_run.sh PART [PART ...]     PART: tests, train, train25k, fixed, fixed3125, scaling,
+#                                        learning, decode, workflow, decode_profile, decode_fixed,
+#                                        before
 #
 # It expects, beside the working tree (ignored by git, carried to the machine):
 #   .whl/        the Python 3.12 wheels the machine lacks (snakemake and its needs, sacremoses,
@@ -33,9 +34,12 @@
 #             compute weights, each profiled; sentences of 24 to 31 tokens, so that every
 #             batch is 32 wide (one shape to compile; a WMT mix's widths compile in a warm-up)
 #   fixed3125 the same at 1 x 3,125 tokens a step (what each of the paper's 8 GPUs runs)
+#   scaling   base, then big, compiled on fixed shapes with bf16 compute weights only, at
+#             1 x 25,000 and 1 x 3,125 tokens a step: the ratio of the two steps, in one call
 #   learning  base trained 1,000 steps of 25,000 tokens on a reversal task, eager bf16 autocast
-#             against compiled (CUDA graphs) bf16 autocast and bf16 compute weights, the same
-#             batches: the NLL every 50 steps (bench_shapes --learning)
+#             against itself with other dropout masks and against compiled (CUDA graphs) bf16
+#             autocast and bf16 compute weights, the same batches: the NLL every 50 steps
+#             (bench_shapes --learning)
 #   before    the previous commit's GPU sections (training, decoding) on the same machine
 set -uo pipefail
 OUT=${OUT:-gpu_out}
@@ -111,6 +115,18 @@ for part in "$@"; do
                     --gpu-steps 20 --gpu-warmup 6 --gpu-profile-steps 2 \
                     --out "$OUT/train_gpu_fixed_${model}_${tokens}_${variant%% *}.json" 2>&1 |
                     tee -a "$OUT/train_gpu_fixed.log"
+            done
+        done
+        ;;
+    scaling)
+        for model in base big; do
+            for tokens in 25000 3125; do
+                bounded python3 -m bench.bench_train --gpu-only --gpu-compile on \
+                    --gpu-compute-weights bf16 --gpu-shapes $model --gpu-max-tokens $tokens \
+                    --gpu-tokens-per-step $tokens --gpu-batch-shapes auto --gpu-lengths 24 31 \
+                    --gpu-steps 30 --gpu-warmup 6 --gpu-profile-steps 2 \
+                    --out "$OUT/train_gpu_scaling_${model}_${tokens}.json" 2>&1 |
+                    tee -a "$OUT/train_gpu_scaling.log"
             done
         done
         ;;

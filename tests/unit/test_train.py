@@ -15,7 +15,7 @@ from transformer_core.evaluation.perplexity import dataset_perplexity
 from transformer_core.model.checkpoint import list_checkpoints, load_checkpoint, load_model
 from transformer_core.model.config import ModelConfig, model_config, parse_overrides
 from transformer_core.settings import TrainConfig
-from transformer_core.training import run_dir
+from transformer_core.training import loss, run_dir
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.schedule import learning_rate
 from transformer_core.training.session import train
@@ -514,3 +514,31 @@ def test_a_non_finite_step_leaves_the_weights_and_the_next_read_raises(tmp_path)
             trainer.interval_sums()
     finally:
         trainer.close()
+
+
+def test_gradients_owned_across_micro_batches_give_the_same_step(tmp_path, monkeypatch):
+    """Where the stacks run as CUDA graphs, whose gradients the next micro-batch's replay
+    overwrites, the trainer sums the micro-batches' gradients into its own (kept between
+    steps, zeroed): the weights come out bit for bit as where autograd's own are summed."""
+    corpus = ParallelDataset(write_corpus(tmp_path / "train"))
+    cfg = TrainConfig(max_tokens=32, tokens_per_step=64, warmup=4, precision="fp32")
+    ctx = DistContext(0, 0, 1, torch.device("cpu"), owns_group=False)
+    model_cfg = model_config("base", vocab_size=24, **{**TRAIN_SHAPE, "dropout": 0.0})
+    weights = []
+    for graphs in (False, True):  # True: as on CUDA with fixed shapes (here eager, on the CPU)
+        monkeypatch.setattr(loss, "compile_options", lambda *_, g=graphs: {"triton.cudagraphs": g})
+        trainer = Trainer(model_cfg, cfg, ctx, corpus)
+        try:
+            assert trainer.accumulation == 2 and trainer.owns_gradients == graphs
+            owned = [p.grad for p in trainer.model.parameters()]
+            for _ in range(3):
+                trainer.train_step()
+            now = [p.grad for p in trainer.model.parameters()]
+            if graphs:  # the same tensors, zeroed after the step
+                assert all(a is b and not b.any() for a, b in zip(owned, now, strict=True))
+            else:
+                assert all(g is None for g in owned + now)
+            weights.append([p.detach().clone() for p in trainer.model.parameters()])
+        finally:
+            trainer.close()
+    assert all(torch.equal(a, b) for a, b in zip(*weights, strict=True))

@@ -244,9 +244,11 @@ class LossModel(nn.Module):
         # (inductor's, forward and backward), so that the host launches a shape's kernels at once.
         self.compiled, self.static = compile, compile and static
         self.decoder_states = self._decoder_states
+        options = compile_options(model, self.static)
+        self.cuda_graphs = options["triton.cudagraphs"]
         if compile:
             self.decoder_states = torch.compile(
-                self._decoder_states, dynamic=not static, options=compile_options(model, static)
+                self._decoder_states, dynamic=not static, options=options
             )
 
     def _decoder_states(self, src: Tensor, tgt_in: Tensor) -> Tensor:

@@ -131,6 +131,7 @@ class Trainer:
         self.loss_model: nn.Module = LossModel(
             self.master.compute if self.master else self.model, compiled, static=self.fixed_shapes
         )
+        self.cuda_graphs = self.loss_model.cuda_graphs
         # Dev scoring runs the fp32 weights (eagerly with a bf16 copy), outside DDP.
         self.scorer = LossModel(self.model) if self.master else self.loss_model
         if ctx.distributed:
@@ -162,6 +163,12 @@ class Trainer:
         )
         self.accumulation = cfg.accumulation(ctx.world_size)
         self.compiled = compiled
+        # A CUDA graph's gradients live in inductor's pool, which the next micro-batch's replay
+        # overwrites: summed instead into gradients of our own, zeroed after each step.
+        self.owns_gradients = self.cuda_graphs and self.accumulation > 1 and not self.master
+        if self.owns_gradients:
+            for p in self.model.parameters():
+                p.grad = torch.zeros_like(p)
         self.stream = self._batches(train_set)
         self.step = 0
         self.counts = TokenCounts()  # global, over all ranks
@@ -258,7 +265,7 @@ class Trainer:
         if self.master:
             self.master.refresh()  # the next micro-batch's gradients overwrite the fp32 ones
         else:
-            self.optimizer.zero_grad(set_to_none=True)
+            self.optimizer.zero_grad(set_to_none=not self.owns_gradients)
         self._loss_sum += loss_sum
         self._nll_sum += nll_sum
         self.step += 1
