@@ -3,8 +3,8 @@
 # (no internet there) from the repository root:
 #
 #   bench/gpu_run.sh PART [PART ...]     PART: tests, train, train25k, fixed, fixed3125, scaling,
-#                                        learning, decode, workflow, decode_profile, decode_fixed,
-#                                        before
+#                                        attention, tuning, learning, decode, workflow,
+#                                        decode_profile, decode_fixed, before
 #
 # It expects, beside the working tree (ignored by git, carried to the machine):
 #   .whl/        the Python 3.12 wheels the machine lacks (snakemake and its needs, sacremoses,
@@ -36,6 +36,12 @@
 #   fixed3125 the same at 1 x 3,125 tokens a step (what each of the paper's 8 GPUs runs)
 #   scaling   base, then big, compiled on fixed shapes with bf16 compute weights only, at
 #             1 x 25,000 and 1 x 3,125 tokens a step: the ratio of the two steps, in one call
+#   attention the step's attention (encoder, causal decoder) at base's and big's heads, widths 16
+#             to 128, forward and backward: each SDPA kernel against varlen_attn over the same
+#             sentences packed (bench_gpu_attention)
+#   tuning    base and big compiled with bf16 weights at 1 x 25,000, inductor's kernels tuned
+#             (coordinate descent over the fused kernels' launch settings; then also max-autotune,
+#             products and fused kernels benchmarked among alternatives at compile time)
 #   learning  base trained 1,000 steps of 25,000 tokens on a reversal task, eager bf16 autocast
 #             against itself with other dropout masks and against compiled (CUDA graphs) bf16
 #             autocast and bf16 compute weights, the same batches: the NLL every 50 steps
@@ -129,6 +135,22 @@ for part in "$@"; do
                     tee -a "$OUT/train_gpu_scaling.log"
             done
         done
+        ;;
+    tuning)
+        for env in TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 TORCHINDUCTOR_MAX_AUTOTUNE=1; do
+            for model in base big; do
+                bounded env TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 "$env" python3 -m \
+                    bench.bench_train --gpu-only --gpu-compile on --gpu-compute-weights bf16 \
+                    --gpu-shapes $model --gpu-max-tokens 25000 --gpu-tokens-per-step 25000 \
+                    --gpu-batch-shapes auto --gpu-lengths 24 31 --gpu-steps 20 --gpu-warmup 6 \
+                    --gpu-profile-steps 2 --out "$OUT/train_gpu_tuning_${model}_${env%%=*}.json" \
+                    2>&1 | tee -a "$OUT/train_gpu_tuning.log"
+            done
+        done
+        ;;
+    attention)
+        bounded python3 -m bench.bench_gpu_attention --out "$OUT/attention_gpu.json" 2>&1 |
+            tee "$OUT/attention_gpu.log"
         ;;
     learning)
         bounded python3 -m bench.bench_shapes --no-shapes \

@@ -1,0 +1,180 @@
+"""Attention at the training step's shapes on a GPU: which kernel, and whether packing pays.
+
+At fixed batch shapes (``data/shapes.py``) a micro-batch of 25,000 target tokens is a few
+hundred rows of 16 to 128 positions, and attention, whose FLOPs are few at such lengths, took
+8 ms of base's 41 ms step and 16 ms of big's 85 ms on an H100 (docs/gpu.md). This times, in
+bf16, forward and backward of the step's three kinds of attention (the encoder's over padded
+keys, the decoder's causal self-attention, cross-attention over padded sources) at base's and
+big's heads, with each of SDPA's kernels that takes the case (flash: no mask; memory-efficient
+and cuDNN: a mask; the model today lets SDPA choose among flash and memory-efficient), and
+with ``varlen_attn`` over the same sentences packed end to end (no padding, no mask: what
+packed micro-batches would run). Sentence lengths are drawn between 3/4 of the width and the
+width (``--lengths 24 31`` as bench_train's one-width task), the same for every kernel.
+
+    python -m bench.bench_gpu_attention --out gpu_out/attention_gpu.json   # on a CUDA machine
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+HEADS = {"base": 8, "big": 16}  # d_k = 64 in both
+WIDTHS = [16, 32, 64, 128]
+TOKENS = 25_000  # a micro-batch's slots
+BACKENDS = {
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+}
+
+
+def sentence_lengths(rows: int, low: int, high: int, seed: int = 0) -> torch.Tensor:
+    """``rows`` lengths drawn uniformly from [low, high]."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(low, high + 1, (rows,), generator=gen)
+
+
+def key_mask(lengths: torch.Tensor, width: int, device: torch.device) -> torch.Tensor:
+    """(B, 1, 1, width), True on each row's real keys: the model's padding mask."""
+    return (torch.arange(width) < lengths[:, None])[:, None, None, :].to(device)
+
+
+def cumulative(lengths: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """varlen_attn's cumulative lengths: (rows + 1,) int32, from 0."""
+    return F.pad(lengths.cumsum(0), (1, 0)).to(device, torch.int32)
+
+
+def packed(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """(B, h, W, d) padded rows -> (sum of lengths, h, d): the real positions end to end."""
+    real = torch.arange(x.size(2), device=x.device) < lengths.to(x.device)[:, None]
+    return x.transpose(1, 2)[real]
+
+
+def time_ms(run, repeats: int) -> float:
+    """Median milliseconds of ``run`` (forward and backward) over ``repeats``, after 2 warm-ups
+    (and the checked run before)."""
+    for _ in range(2):
+        run()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return round(sorted(times)[len(times) // 2], 3)
+
+
+def case_rows(model: str, width: int, lengths: tuple[int, int], repeats: int) -> list[dict]:
+    """Every kernel's time for each kind of attention at one width."""
+    device = torch.device("cuda")
+    rows = TOKENS // width
+    lens = sentence_lengths(rows, *lengths)
+    gen = torch.Generator(device=device).manual_seed(1)
+    q, k, v = (
+        torch.randn(rows, HEADS[model], width, 64, device=device, generator=gen)
+        .bfloat16()
+        .requires_grad_()
+        for _ in range(3)
+    )
+    grad = torch.randn_like(q)
+    mask = key_mask(lens, width, device)
+    cu = cumulative(lens, device)
+    pq, pk, pv, pgrad = (packed(t.detach(), lens).requires_grad_() for t in (q, k, v, grad))
+    results = []
+    for kind, causal in (("encoder self / cross", False), ("decoder self (causal)", True)):
+        attn_mask = None if causal else mask
+        runs = {}
+        for name, backend in BACKENDS.items():
+            if name == "flash" and attn_mask is not None:
+                continue  # flash takes no mask
+
+            def sdpa(backend=backend, attn_mask=attn_mask, causal=causal):
+                with sdpa_kernel([backend]):
+                    out = F.scaled_dot_product_attention(q, k, v, attn_mask, is_causal=causal)
+                torch.autograd.grad(out, (q, k, v), grad)
+                return out
+
+            runs[name] = sdpa
+        try:
+            from torch.nn.attention.varlen import varlen_attn
+
+            def varlen(causal=causal):
+                window = (-1, 0) if causal else (-1, -1)
+                out = varlen_attn(pq, pk, pv, cu, cu, width, width, window_size=window)
+                torch.autograd.grad(out, (pq, pk, pv), pgrad)
+                return out
+
+            runs["varlen, packed"] = varlen
+        except ImportError:
+            pass
+        with sdpa_kernel([SDPBackend.MATH]), torch.no_grad():  # the reference, in fp32
+            reference = F.scaled_dot_product_attention(
+                q.float(), k.float(), v.float(), attn_mask, is_causal=causal
+            )
+        for name, run in runs.items():
+            row = {"model": model, "width": width, "rows": rows, "kind": kind, "kernel": name}
+            try:
+                out = run().detach().float()
+                ms = time_ms(run, repeats)
+            except RuntimeError as error:  # a kernel that does not take the case
+                row["not_run"] = str(error).splitlines()[0][:160]
+                print(json.dumps(row), flush=True)
+                results.append(row)
+                continue
+            want = packed(reference, lens)  # the real positions, against the padded reference
+            out = out if out.dim() == 3 else packed(out, lens)
+            row |= {"real_tokens": int(lens.sum()), "ms_forward_backward": ms}
+            row["max_abs_error"] = round(float((out - want).abs().max()), 4)
+            print(json.dumps(row), flush=True)
+            results.append(row)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", default=["base", "big"], choices=list(HEADS))
+    parser.add_argument("--widths", nargs="+", type=int, default=WIDTHS)
+    parser.add_argument(
+        "--lengths",
+        type=int,
+        nargs=2,
+        default=None,
+        metavar=("LOW", "HIGH"),
+        help="sentence lengths (default: 3/4 of each width to the width)",
+    )
+    parser.add_argument("--repeats", type=int, default=20, help="timed runs, median (default: 20)")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_gpu_attention: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    rows = []
+    for model in args.models:
+        for width in args.widths:
+            lengths = tuple(args.lengths or (width * 3 // 4, width))
+            rows += case_rows(model, width, lengths, args.repeats)
+    result = {
+        "bench": "gpu_attention",
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(),
+        "tokens_per_micro_batch": TOKENS,
+        "rows": rows,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
