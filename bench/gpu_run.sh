@@ -4,7 +4,7 @@
 #
 #   bench/gpu_run.sh PART [PART ...]     PART: tests, train, train25k, fixed, fixed3125, scaling,
 #                                        attention, tuning, learning, decode, workflow,
-#                                        decode_profile, decode_fixed, before
+#                                        workflow_compiled, decode_profile, decode_fixed, before
 #
 # It expects, beside the working tree (ignored by git, carried to the machine):
 #   .whl/        the Python 3.12 wheels the machine lacks (snakemake and its needs, sacremoses,
@@ -21,6 +21,7 @@
 #   train     bench.bench_train's GPU section: base and big, eager and compiled, profiled
 #   decode    bench.bench_decode's GPU section on newstest2014: bf16 and fp32, variants
 #   workflow  config/multi30k.yaml run whole by Snakemake from a fresh clone of HEAD
+#   workflow_compiled  the same, trained compiled on fixed shapes with bf16 compute weights
 #   decode_profile  after workflow, in the same call: its test_2016 decode under torch.profiler
 #             (bench/profile_command.py) on the GPU and on 2 CPU threads, the workflow's flags
 #   decode_fixed  the test_2016 decode of workflow (run before it in the same call) or of
@@ -158,7 +159,12 @@ for part in "$@"; do
             --learning-lengths 24 31 --out "$OUT/learning_gpu.json" 2>&1 | grep -v "^W[0-9]" |
             tee "$OUT/learning_gpu.log"
         ;;
-    workflow)
+    workflow | workflow_compiled)
+        configs=(config/multi30k.yaml)
+        if [[ $part == workflow_compiled ]]; then  # the training step this file measures
+            printf 'train: {compile: "on", compute_weights: bf16}\n' >/tmp/compiled.yaml
+            configs+=(/tmp/compiled.yaml)
+        fi
         rm -rf /tmp/fresh
         if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
             git clone -q "$ROOT" /tmp/fresh && git -C /tmp/fresh log --oneline -1 >"$OUT/workflow.log"
@@ -170,7 +176,7 @@ for part in "$@"; do
         cd /tmp/fresh || exit 1
         # The profile with one local GPU: GPU jobs (train, translate) run one at a time.
         bounded env TRANSFORMER_LOCAL_GPUS=1 /usr/bin/time -v snakemake \
-            --profile workflow/profiles/default --configfile config/multi30k.yaml \
+            --profile workflow/profiles/default --configfile "${configs[@]}" \
             --config mirror="$ROOT/.gpu/data" -- results/table2.csv results/table3.csv \
             >>"$OUT/workflow.log" 2>&1
         echo "snakemake exit $?" | tee -a "$OUT/workflow.log"
