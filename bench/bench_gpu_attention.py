@@ -17,8 +17,11 @@ width (``--lengths 24 31`` as bench_train's one-width task), the same for every 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
+import platform
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -57,26 +60,39 @@ def packed(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2)[real]
 
 
-def time_ms(run, repeats: int) -> float:
+def time_ms(run, repeats: int, device: torch.device) -> float:
     """Median milliseconds of ``run`` (forward and backward) over ``repeats``, after 2 warm-ups
-    (and the checked run before)."""
+    (and the checked run before): CUDA events on a GPU, the host's clock on a CPU."""
     for _ in range(2):
         run()
     times = []
     for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
+        if device.type == "cuda":
+            start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            start.record()
+            run()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            begin = time.perf_counter()
+            run()
+            times.append(1000 * (time.perf_counter() - begin))
     return round(sorted(times)[len(times) // 2], 3)
 
 
-def case_rows(model: str, width: int, lengths: tuple[int, int], repeats: int) -> list[dict]:
-    """Every kernel's time for each kind of attention at one width."""
-    device = torch.device("cuda")
-    rows = TOKENS // width
+def case_rows(
+    model: str,
+    width: int,
+    lengths: tuple[int, int],
+    repeats: int,
+    device: torch.device,
+    tokens: int = TOKENS,
+) -> list[dict]:
+    """Every kernel's time for each kind of attention at one width, and its largest error
+    against an fp32 reference on the real positions; a kernel that does not take the case
+    (or the device) is recorded as not run, saying why."""
+    rows = tokens // width
     lens = sentence_lengths(rows, *lengths)
     gen = torch.Generator(device=device).manual_seed(1)
     q, k, v = (
@@ -107,9 +123,14 @@ def case_rows(model: str, width: int, lengths: tuple[int, int], repeats: int) ->
         try:
             from torch.nn.attention.varlen import varlen_attn
 
-            def varlen(causal=causal):
-                window = (-1, 0) if causal else (-1, -1)
-                out = varlen_attn(pq, pk, pv, cu, cu, width, width, window_size=window)
+            # Causality is a window in recent torch, a flag in earlier releases.
+            if "window_size" in inspect.signature(varlen_attn).parameters:
+                how = {"window_size": (-1, 0) if causal else (-1, -1)}
+            else:
+                how = {"is_causal": causal}
+
+            def varlen(how=how):
+                out = varlen_attn(pq, pk, pv, cu, cu, width, width, **how)
                 torch.autograd.grad(out, (pq, pk, pv), pgrad)
                 return out
 
@@ -124,8 +145,12 @@ def case_rows(model: str, width: int, lengths: tuple[int, int], repeats: int) ->
             row = {"model": model, "width": width, "rows": rows, "kind": kind, "kernel": name}
             try:
                 out = run().detach().float()
-                ms = time_ms(run, repeats)
-            except RuntimeError as error:  # a kernel that does not take the case
+                ms = time_ms(run, repeats, device)
+            except (
+                RuntimeError,
+                TypeError,
+                ValueError,
+            ) as error:  # a kernel that does not take the case
                 row["not_run"] = str(error).splitlines()[0][:160]
                 print(json.dumps(row), flush=True)
                 results.append(row)
@@ -152,21 +177,32 @@ def main() -> int:
         help="sentence lengths (default: 3/4 of each width to the width)",
     )
     parser.add_argument("--repeats", type=int, default=20, help="timed runs, median (default: 20)")
+    parser.add_argument(
+        "--tokens", type=int, default=TOKENS, help="slots of a micro-batch (default: 25,000)"
+    )
+    parser.add_argument(
+        "--device",
+        default="cuda",
+        choices=["cuda", "cpu"],
+        help="cpu: a check of this script (varlen_attn and most kernels do not run there)",
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("bench_gpu_attention: needs a CUDA GPU", file=sys.stderr)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("bench_gpu_attention: needs a CUDA GPU (or --device cpu)", file=sys.stderr)
         return 2
     rows = []
     for model in args.models:
         for width in args.widths:
             lengths = tuple(args.lengths or (width * 3 // 4, width))
-            rows += case_rows(model, width, lengths, args.repeats)
+            rows += case_rows(model, width, lengths, args.repeats, device, args.tokens)
+    name = torch.cuda.get_device_name() if device.type == "cuda" else platform.processor()
     result = {
         "bench": "gpu_attention",
         "torch": torch.__version__,
-        "device": torch.cuda.get_device_name(),
-        "tokens_per_micro_batch": TOKENS,
+        "device": name or "cpu",
+        "tokens_per_micro_batch": args.tokens,
         "rows": rows,
     }
     out = Path(args.out)
