@@ -78,6 +78,17 @@ bounded() {
     fi
     timeout -k 5 "$left" "$@"
 }
+# `one_width PART NAME MODEL TOKENS STEPS ARGS...`: bench_train's GPU section for MODEL at one
+# micro-batch of TOKENS a step, sentences of 24 to 31 tokens (every batch 32 wide), profiled,
+# into $OUT/train_gpu_PART_NAME.json.
+one_width() {
+    local part=$1 name=$2 model=$3 tokens=$4 steps=$5
+    shift 5
+    bounded python3 -m bench.bench_train --gpu-only "$@" --gpu-shapes "$model" \
+        --gpu-max-tokens "$tokens" --gpu-tokens-per-step "$tokens" --gpu-batch-shapes auto \
+        --gpu-lengths 24 31 --gpu-steps "$steps" --gpu-warmup 6 --gpu-profile-steps 2 \
+        --out "$OUT/train_gpu_${part}_${name}.json" 2>&1 | tee -a "$OUT/train_gpu_$part.log"
+}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >"$OUT/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
 'cudnn', torch.backends.cudnn.version(), torch.cuda.get_device_name())" >>"$OUT/gpu.txt"
@@ -116,38 +127,29 @@ for part in "$@"; do
         for model in base big; do
             for variant in "off --gpu-compute-weights fp32" "on --gpu-compute-weights fp32 bf16"; do
                 # shellcheck disable=SC2086  # the variant is several arguments
-                bounded python3 -m bench.bench_train --gpu-only --gpu-compile $variant \
-                    --gpu-shapes $model --gpu-max-tokens $tokens --gpu-tokens-per-step $tokens \
-                    --gpu-batch-shapes auto --gpu-lengths 24 31 \
-                    --gpu-steps 20 --gpu-warmup 6 --gpu-profile-steps 2 \
-                    --out "$OUT/train_gpu_fixed_${model}_${tokens}_${variant%% *}.json" 2>&1 |
-                    tee -a "$OUT/train_gpu_fixed.log"
+                one_width fixed "${model}_${tokens}_${variant%% *}" $model $tokens 20 \
+                    --gpu-compile $variant
             done
         done
         ;;
     scaling)
         for model in base big; do
             for tokens in 25000 3125; do
-                bounded python3 -m bench.bench_train --gpu-only --gpu-compile on \
-                    --gpu-compute-weights bf16 --gpu-shapes $model --gpu-max-tokens $tokens \
-                    --gpu-tokens-per-step $tokens --gpu-batch-shapes auto --gpu-lengths 24 31 \
-                    --gpu-steps 30 --gpu-warmup 6 --gpu-profile-steps 2 \
-                    --out "$OUT/train_gpu_scaling_${model}_${tokens}.json" 2>&1 |
-                    tee -a "$OUT/train_gpu_scaling.log"
+                one_width scaling "${model}_${tokens}" $model $tokens 30 \
+                    --gpu-compile on --gpu-compute-weights bf16
             done
         done
         ;;
     tuning)
-        for env in TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 TORCHINDUCTOR_MAX_AUTOTUNE=1; do
+        export TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1
+        for autotune in 0 1; do
             for model in base big; do
-                bounded env TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 "$env" python3 -m \
-                    bench.bench_train --gpu-only --gpu-compile on --gpu-compute-weights bf16 \
-                    --gpu-shapes $model --gpu-max-tokens 25000 --gpu-tokens-per-step 25000 \
-                    --gpu-batch-shapes auto --gpu-lengths 24 31 --gpu-steps 20 --gpu-warmup 6 \
-                    --gpu-profile-steps 2 --out "$OUT/train_gpu_tuning_${model}_${env%%=*}.json" \
-                    2>&1 | tee -a "$OUT/train_gpu_tuning.log"
+                TORCHINDUCTOR_MAX_AUTOTUNE=$autotune one_width tuning \
+                    "${model}_max_autotune_$autotune" $model 25000 20 \
+                    --gpu-compile on --gpu-compute-weights bf16
             done
         done
+        unset TORCHINDUCTOR_COORDINATE_DESCENT_TUNING
         ;;
     attention)
         bounded python3 -m bench.bench_gpu_attention --out "$OUT/attention_gpu.json" 2>&1 |
