@@ -126,6 +126,27 @@ def test_compiled_step_gives_the_eager_loss_on_cuda(tmp_path):
     assert torch.nn.functional.cosine_similarity(grads[0], grads[1], dim=0) > 0.999
 
 
+def test_cuda_graph_replays_draw_new_dropout_masks(tmp_path):
+    """The stacks compiled for one static shape run as CUDA graphs: warmed up, recorded, then
+    replayed. Each run must draw new dropout masks, as eager steps do (the RNG's offset advanced
+    per replay): the same batch and weights give another loss every time."""
+    corpus = ParallelDataset(write_corpus(tmp_path / "train", n=60, vocab=24))
+    cfg = model_config("base", vocab_size=24, **{**TRAIN_SHAPE, "dropout": 0.1})
+    batch = collate(corpus, list(range(60)), multiple=8)
+    tensors = [t.to(CUDA) for t in (batch.src, batch.tgt_in, batch.tgt_out, batch.target_index)]
+    torch.manual_seed(0)
+    model = LossModel(Transformer(cfg).to(CUDA), compile=True, static=True).train()
+    assert model.cuda_graphs
+    losses = []
+    for _ in range(5):
+        model.zero_grad(set_to_none=True)  # the graph's gradients live in its pool
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(*tensors[:3], 0.1, tensors[3])[0]
+        loss.backward()
+        losses.append(loss.item())
+    assert len(set(losses)) == len(losses), losses
+
+
 def test_compiled_fixed_shape_decoding_on_cuda_returns_the_cpu_hypotheses():
     """The fixed-shape step compiled with CUDA graphs (``inference_model(compile=True)``), fp32:
     the CPU's eager hypotheses over two batches of other shapes, and no graph compiled for the
