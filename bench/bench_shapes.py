@@ -20,7 +20,9 @@ in bf16 autocast and with bf16 compute weights (``train.compute_weights``): the 
 target token every 50 steps, side by side. On a GPU (``--learning-device cuda``,
 ``--learning-shape base``, ``--learning-tokens 25000``) eager bf16 autocast against compiled
 bf16 autocast (CUDA graphs) and compiled with bf16 compute weights: whether compiled code on
-fixed shapes, and the bf16 copy, learn as today's eager code does.
+fixed shapes, and the bf16 copy, learn as today's eager code does. ``--learning-dropout 0``
+trains without dropout: no masks, so the paths differ in their arithmetic alone (the "other
+masks" run is then the reference again).
 
     python -m bench.bench_shapes [--warmup] [--learning 600]
     python -m bench.bench_shapes --no-shapes --learning 1000 --learning-device cuda \
@@ -164,6 +166,7 @@ def learning_report(
     device: str = "cpu",
     tokens: int = 1000,
     lengths: tuple[int, int] = (2, 60),
+    dropout: float = 0.1,
 ) -> dict:
     """The loss curves (NLL per target token, per log interval) of ``shape`` on the reversal
     task, fixed shapes all, for each of ``variants`` ((eager, reseeded or compiled, precision,
@@ -171,9 +174,10 @@ def learning_report(
     reference. The same initial weights and batches; compiled code draws other dropout masks
     (inductor's own generator), eager code the reference's, and reseeded code (eager) masks
     from another seed: its gap is what other masks alone move the curve, the floor for
-    compiled code's. On CUDA, compiled code runs as CUDA graphs."""
+    compiled code's. With ``dropout`` 0 there are no masks: the paths differ in arithmetic
+    alone. On CUDA, compiled code runs as CUDA graphs."""
     sizes = {} if shape == "base" else SHAPES[shape]
-    cfg = model_config("base", **{**sizes, "vocab_size": LEARNING_VOCABULARY})
+    cfg = model_config("base", **{**sizes, "vocab_size": LEARNING_VOCABULARY, "dropout": dropout})
     dataset = reversal_corpus(workdir / "reversal", cfg.vocab_size, 20 * tokens, lengths)
     ctx = DistContext(0, 0, 1, torch.device(device), owns_group=False)
     choose_attention_backends(ctx.device)  # as training does: cuDNN's attention left out
@@ -211,7 +215,8 @@ def learning_report(
     return {
         "shape": shape, "vocab_size": LEARNING_VOCABULARY, "device": device,
         "task": f"reversal, {20 * tokens:,} pairs of {lengths[0]}-{lengths[1]} tokens",
-        "tokens_per_step": tokens, "lr_scale": 0.3, "steps": steps, "log_interval": interval,
+        "tokens_per_step": tokens, "lr_scale": 0.3, "dropout": dropout, "steps": steps,
+        "log_interval": interval,
         "reference": " ".join(variants[0][:2]), "curves": curves,
     }  # fmt: skip
 
@@ -248,6 +253,14 @@ def main() -> int:
         help="the task's sentence lengths (default: 2 60; 24 31: one batch width)",
     )
     parser.add_argument(
+        "--learning-dropout",
+        type=float,
+        default=0.1,
+        metavar="P",
+        help="P_drop of the learning runs (default: 0.1, base's; 0: no masks, so the paths "
+        "differ in arithmetic alone)",
+    )
+    parser.add_argument(
         "--no-shapes", action="store_true", help="skip the padding and shapes count"
     )
     parser.add_argument(
@@ -277,6 +290,7 @@ def main() -> int:
             result["learning"] = learning_report(
                 args.learning, 50, variants, Path(tmp), args.learning_shape,
                 args.learning_device, args.learning_tokens, tuple(args.learning_lengths),
+                args.learning_dropout,
             )  # fmt: skip
     if args.warmup:
         precisions = ["fp32"] + (["bf16"] if cpu_has_native_bf16() else [])

@@ -3,8 +3,9 @@
 # (no internet there) from the repository root:
 #
 #   bench/gpu_run.sh PART [PART ...]     PART: tests, train, train25k, fixed, fixed3125, scaling,
-#                                        attention, tuning, learning, decode, workflow,
-#                                        workflow_compiled, decode_profile, decode_fixed, before
+#                                        attention, tuning, learning, learning_nodrop, decode,
+#                                        workflow, workflow_compiled, decode_profile,
+#                                        decode_fixed, before
 #
 # It expects, beside the working tree (ignored by git, carried to the machine):
 #   .whl/        the Python 3.12 wheels the machine lacks (snakemake and its needs, sacremoses,
@@ -47,6 +48,8 @@
 #             against itself with other dropout masks and against compiled (CUDA graphs) bf16
 #             autocast and bf16 compute weights, the same batches: the NLL every 50 steps
 #             (bench_shapes --learning)
+#   learning_nodrop  the same without dropout (--learning-dropout 0): the paths differ in their
+#             arithmetic alone
 #   before    the previous commit's GPU sections (training, decoding) on the same machine
 set -uo pipefail
 OUT=${OUT:-gpu_out}
@@ -155,11 +158,12 @@ for part in "$@"; do
         bounded python3 -m bench.bench_gpu_attention --out "$OUT/attention_gpu.json" 2>&1 |
             tee "$OUT/attention_gpu.log"
         ;;
-    learning)
-        bounded python3 -m bench.bench_shapes --no-shapes \
+    learning | learning_nodrop)
+        dropout=0.1 && [[ $part == learning_nodrop ]] && dropout=0
+        bounded python3 -m bench.bench_shapes --no-shapes --learning-dropout $dropout \
             --learning 1000 --learning-device cuda --learning-shape base --learning-tokens 25000 \
-            --learning-lengths 24 31 --out "$OUT/learning_gpu.json" 2>&1 | grep -v "^W[0-9]" |
-            tee "$OUT/learning_gpu.log"
+            --learning-lengths 24 31 --out "$OUT/${part}_gpu.json" 2>&1 | grep -v "^W[0-9]" |
+            tee "$OUT/${part}_gpu.log"
         ;;
     workflow | workflow_compiled)
         configs=(config/multi30k.yaml)
