@@ -98,6 +98,7 @@ def shapes_report(pairs: int) -> list[dict]:
                 "micro_batches": len(batches),
                 "distinct_shapes": stats["shapes"],
                 "padding_share": round(stats["padding_share"], 4),
+                "tgt_tokens_per_step": round(stats["tgt_tokens"] / STEPS),  # real, with EOS
                 "shapes_by_step": {  # how long a warm-up meets new shapes
                     steps: padding_stats(
                         batches[: steps * micro_batches], src, tgt, sampler.shapes, multiple=8

@@ -52,7 +52,7 @@ def test_fixed_batches_fit_their_shape_and_cover_every_sentence_once(batch_token
         for batch in batches:
             longest = 1 + max(max(src[batch]), max(tgt[batch]))
             rows, width = shapes.shape(longest)
-            assert len(batch) <= rows and rows * width <= max(batch_tokens, width)
+            assert len(batch) <= rows and rows * shapes.mean_cost[width] <= batch_tokens + width
     widths = {shapes.shape(1 + max(max(src[b]), max(tgt[b])))[1] for b in sampler.batches(0)}
     stats = padding_stats(sampler.batches(0), src, tgt, shapes)
     assert stats["shapes"] == len(widths) <= len(ladder(251))
@@ -60,6 +60,24 @@ def test_fixed_batches_fit_their_shape_and_cover_every_sentence_once(batch_token
     exact = padding_stats(exact_batches, src, tgt)
     print(f"{batch_tokens} tokens: exact {exact}, fixed {stats}")
     assert stats["shapes"] < exact["shapes"]
+
+
+def test_the_rows_of_a_width_spend_the_budget_on_the_mean_cost_of_its_pairs():
+    shapes = FixedShapes(1000, np.array([9, 12, 16, 30]))  # width 16: 9, 12, 16; width 32: 30
+    assert shapes.rows(16) == 1000 * 3 // 37 == 81
+    assert shapes.rows(32) == 1000 // 30
+    assert shapes.rows(64) == 1000 // 64  # no pair of that width: as if every pair filled it
+    assert FixedShapes(20, np.array([30])).rows(32) == 1  # a pair over the budget: a row alone
+
+
+@pytest.mark.parametrize("batch_tokens", [400, 3125])
+def test_fixed_batches_carry_the_tokens_of_exact_ones(batch_tokens):
+    """The budget counts real tokens either way: an epoch takes as many fixed batches as exact
+    ones (counted in slots, the ladder's padding would take 12% more here)."""
+    src, tgt = wmt_like_lengths(20000)
+    fixed = TokenBucketSampler(src, tgt, 3125, batch_tokens=batch_tokens, fixed_shapes=True)
+    exact = TokenBucketSampler(src, tgt, 3125, batch_tokens=batch_tokens)
+    assert fixed.epoch_batches() == pytest.approx(exact.epoch_batches(), rel=0.02)
 
 
 def test_padding_stats_count_the_slots_of_each_collation():
@@ -117,7 +135,7 @@ def test_fixed_shapes_change_no_loss_and_no_gradient(tmp_path):
     sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, 200, fixed_shapes=True)
     indices = list(range(len(dataset)))
     shape = sampler.shapes.shape(9)
-    assert shape == (12, 16)  # 7 sentences: 5 empty rows
+    assert shape == (200 // 9, 16)  # 7 sentences: 15 empty rows (the one pair of width 16 costs 9)
     results = []
     for fixed in (None, shape):
         model = tiny_model(cfg, seed=1).train()
@@ -142,7 +160,7 @@ def test_the_stream_collates_fixed_shapes(tmp_path):
         batch = stream.next()
         assert batch.src.shape == batch.tgt_in.shape
         seen.add(tuple(batch.src.shape))
-    assert seen == {(8, 8), (4, 16)}
+    assert seen == {(10, 8), (5, 16)}  # 64 tokens over the mean costs of the widths: 6 and 11.2
 
 
 def test_auto_fixes_shapes_where_compiled_and_a_bad_value_names_the_key():

@@ -59,8 +59,9 @@ class TokenBucketSampler:
 
     ``batch_tokens`` (default ``max_tokens``) is what batches are packed to; no batch
     exceeds it except a single pair longer than it, and no pair may exceed ``max_tokens``.
-    With ``fixed_shapes``, a batch costs its rows times the ladder width of its longest
-    sentence (``shapes.FixedShapes``), and is collated to that shape.
+    With ``fixed_shapes``, a batch holds up to the rows of the ladder width of its longest
+    sentence (``shapes.FixedShapes``: the budget over the mean cost of the corpus's pairs of
+    that width), and is collated to that shape.
     """
 
     def __init__(
@@ -112,8 +113,8 @@ class TokenBucketSampler:
         self.seed = int(seed)
         self.rank = rank
         self.world_size = world_size
-        # Fixed shapes: batches packed against the ladder width of their longest sentence.
-        self.shapes = FixedShapes(self.batch_tokens) if fixed_shapes else None
+        # Fixed shapes: batches packed to the rows of the ladder width of their longest sentence.
+        self.shapes = FixedShapes(self.batch_tokens, longest) if fixed_shapes else None
         self._epoch_batches: int | None = None
 
     def batches(self, epoch: int) -> list[list[int]]:
@@ -145,9 +146,9 @@ class TokenBucketSampler:
         n = len(self.src_cost)
         longer = np.maximum(self.src_cost, self.tgt_cost)
         order = np.lexsort((rng.random(n), self.tgt_cost, self.src_cost, longer))
+        if self.shapes is not None:
+            return order, self._pack_rows(self.shapes.widths(longer[order]))
         src_sorted, tgt_sorted = self.src_cost[order], self.tgt_cost[order]
-        if self.shapes is not None:  # both sides as wide as the ladder width of the longer
-            src_sorted = tgt_sorted = self.shapes.widths(longer[order])
         bounds: list[tuple[int, int]] = []
         budget = self.batch_tokens
         start = max_src = max_tgt = 0
@@ -169,6 +170,21 @@ class TokenBucketSampler:
         if n > start:
             bounds.append((start, n))
         return order, bounds
+
+    def _pack_rows(self, widths: np.ndarray) -> list[tuple[int, int]]:
+        """Greedy packing of sentences of the ladder ``widths`` (sorted, so a batch's width is
+        its last sentence's): each batch up to the rows of its width."""
+        rows = {int(w): self.shapes.rows(int(w)) for w in np.unique(widths)}
+        bounds: list[tuple[int, int]] = []
+        start = 0
+        for chunk in range(0, len(widths), _PACK_CHUNK):
+            for i, width in enumerate(widths[chunk : chunk + _PACK_CHUNK].tolist(), chunk):
+                if i - start + 1 > rows[width]:  # the batch is full at its width's rows
+                    bounds.append((start, i))
+                    start = i
+        if len(widths) > start:
+            bounds.append((start, len(widths)))
+        return bounds
 
     def _even_out(self, bounds: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """Split the fullest batches until their number is a multiple of ``world_size``."""
