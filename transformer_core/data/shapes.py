@@ -15,9 +15,9 @@ a ladder:
   of the corpus's pairs of that width, whatever the batch holds. The budget counts real
   tokens, as it does for exact batches (whose padding to a multiple of 8 is not counted
   either), so a step of fixed shapes carries the tokens an exact one does: counted in slots,
-  a ladder width's padding would cost a WMT-sized step about 5% of its tokens and a
-  Multi30k step on a CPU 18% (``bench/bench_shapes.py``). The price is slots: a batch holds
-  up to ``width / mean`` times the budget (25% at width 16, about 6% above 64). The sampler
+  a ladder width's padding would cost a WMT-sized step 11-12% of its tokens and a Multi30k
+  step 17% (``bench/bench_shapes.py``). The price is slots: a batch holds ``width / mean``
+  times the budget (on WMT lengths 24% more at width 16, 5-11% more above 64). The sampler
   packs a batch up to its width's rows (``TokenBucketSampler``), so only the last batch of a
   width, or one split for the ranks, is short of rows; the rows it lacks are empty sentences
   (EOS alone, BOS alone) whose targets are all padding.
