@@ -57,11 +57,12 @@ _PACK_CHUNK = 1 << 20  # sentences converted to Python ints at a time while pack
 class TokenBucketSampler:
     """This rank's length-bucketed batches of about ``batch_tokens`` tokens per side.
 
-    ``batch_tokens`` (default ``max_tokens``) is what batches are packed to; no batch
+    ``batch_tokens`` (default ``max_tokens``) is what batches are packed to; no exact batch
     exceeds it except a single pair longer than it, and no pair may exceed ``max_tokens``.
     With ``fixed_shapes``, a batch holds up to the rows of the ladder width of its longest
     sentence (``shapes.FixedShapes``: the budget over the mean cost of the corpus's pairs of
-    that width), and is collated to that shape.
+    that width: on average a batch spends the budget, some more, some less), and is collated
+    to that shape.
     """
 
     def __init__(
