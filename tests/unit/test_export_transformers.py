@@ -90,6 +90,25 @@ def test_the_model_card_states_the_score_and_the_command(tmp_path, spm_model):
     assert "sacreBLEU 27.31" in card and score["sacrebleu_signature"] in card
     assert "paper-style BLEU 28.02" in card and "--format transformers" in card
     assert json.loads((tmp_path / "hf" / "export.json").read_text())["format"] == "transformers"
+    assert "(beam 4, GNMT's length penalty with alpha 0.6)" in card  # a score without its search
+
+
+def test_the_card_and_generation_config_carry_the_search_that_made_the_score(tmp_path, spm_model):
+    checkpoint(tmp_path / "model.pt")
+    decoding = {"beam": 2, "alpha": 1.5, "from": {"beam": "config", "alpha": "dev"}}
+    score = {"sacrebleu": 27.31, "bleu_paper_style": 28.02, "decoding": decoding}
+    (tmp_path / "score.json").write_text(json.dumps(score))
+    assert export(tmp_path, spm_model, "--score", str(tmp_path / "score.json")) == 0
+    card = (tmp_path / "hf" / CARD).read_text()
+    assert "(beam 2, GNMT's length penalty with alpha 1.5, chosen on the dev set)" in card
+    generation = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
+    assert (generation["num_beams"], generation["length_penalty"]) == (2, 1.5)
+    # Greedy search (beam 1) has no length penalty for transformers to refuse.
+    score["decoding"] = {"beam": 1, "alpha": 1.5, "from": {"beam": "config", "alpha": "config"}}
+    (tmp_path / "score.json").write_text(json.dumps(score))
+    assert export(tmp_path, spm_model, "--score", str(tmp_path / "score.json")) == 0
+    generation = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
+    assert generation["num_beams"] == 1 and "length_penalty" not in generation
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,9 @@ What differs, and how each is handled:
   smoke model the logits agree to about 1e-5 and greedy outputs are identical
   (tests/workflow/test_export_of_the_quickstart_model.py).
 - **Search.** ``generate``'s ``length_penalty`` divides by |Y|^alpha, CTranslate2's way, not by
-  GNMT's ((5 + |Y|) / 6)^alpha; the folder's generation configuration is the paper's beam 4 and
-  suppresses ``<pad>`` and ``<s>``, which ``translate`` never generates.
+  GNMT's ((5 + |Y|) / 6)^alpha; the folder's generation configuration has the beam and alpha
+  that made the card's score (its ``decoding`` record; else the paper's beam 4 and alpha 0.6)
+  and suppresses ``<pad>`` and ``<s>``, which ``translate`` never generates.
 
 Models that MarianMT cannot express are refused with one line naming the setting: learned
 positions (Table 3's row E), h * d_k != d_model or d_k != d_v (rows B).
@@ -112,19 +113,20 @@ def marian_config(cfg: ModelConfig, **overrides: Any) -> Any:
     return transformers.MarianConfig(**{**fields, **overrides})
 
 
-def generation_config(model: Transformer, sp, alpha: float) -> Any:
-    """``generate``'s defaults: the paper's beam 4 at ``alpha`` (a length penalty of its own
-    formula, see the docstring), never ``<pad>`` or ``<s>``, the longest output the positions
-    allow."""
+def generation_config(model: Transformer, sp, alpha: float, beam: int = 4) -> Any:
+    """``generate``'s defaults: ``beam`` (the paper's 4) at ``alpha`` (a length penalty of its
+    own formula, see the docstring; none for greedy search, beam 1, which has no use for one),
+    never ``<pad>`` or ``<s>``, the longest output the positions allow."""
     transformers = require_transformers()
+    penalty = {"length_penalty": alpha} if beam > 1 else {}
     return transformers.GenerationConfig(
         decoder_start_token_id=sp.bos_id(),
         bos_token_id=sp.bos_id(),
         eos_token_id=sp.eos_id(),
         forced_eos_token_id=sp.eos_id(),
         pad_token_id=sp.pad_id(),
-        num_beams=4,
-        length_penalty=alpha,
+        num_beams=beam,
+        **penalty,
         max_length=model.cfg.max_positions,
         suppress_tokens=[sp.pad_id(), sp.bos_id()],
     )
@@ -187,8 +189,9 @@ def marian_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
     }
 
 
-def marian_model(model: Transformer, sp, alpha: float = 0.6):
-    """A ``MarianMTModel`` (eval mode) that computes what ``model`` computes."""
+def marian_model(model: Transformer, sp, alpha: float = 0.6, beam: int = 4):
+    """A ``MarianMTModel`` (eval mode) that computes what ``model`` computes, searching with
+    ``beam`` and ``alpha`` by default."""
     transformers = require_transformers()
     check_marian(model)
     hf = transformers.MarianMTModel(
@@ -201,7 +204,7 @@ def marian_model(model: Transformer, sp, alpha: float = 0.6):
             forced_eos_token_id=sp.eos_id(),
         )
     )
-    hf.generation_config = generation_config(model, sp, alpha)
+    hf.generation_config = generation_config(model, sp, alpha, beam)
     missing, unexpected = hf.load_state_dict(marian_state_dict(model), strict=False)
     left = [key for key in missing if not key.endswith("embed_positions.weight")]
     if left or unexpected:
@@ -209,6 +212,18 @@ def marian_model(model: Transformer, sp, alpha: float = 0.6):
             f"MarianMTModel's weights do not match: missing {left}, unexpected {unexpected}"
         )
     return hf.eval()
+
+
+def score_search(score: dict[str, Any] | None) -> tuple[int, float]:
+    """The beam and alpha a score's translations were decoded with (its ``decoding`` record),
+    else the paper's 4 and 0.6 (a score made before scores recorded them)."""
+    decoding = (score or {}).get("decoding") or {}
+    return int(decoding.get("beam", 4)), float(decoding.get("alpha", 0.6))
+
+
+def search_origins(score: dict[str, Any]) -> set[str]:
+    """Where a score's beam and alpha came from (``config``, ``dev``)."""
+    return set(((score.get("decoding") or {}).get("from") or {}).values())
 
 
 def model_card(model: Transformer, facts: dict[str, Any]) -> str:
@@ -245,6 +260,7 @@ def model_card(model: Transformer, facts: dict[str, Any]) -> str:
         ]
     if facts.get("score"):
         score = facts["score"]
+        beam, alpha = score_search(score)
         lines += [
             "",
             "## Score",
@@ -252,7 +268,9 @@ def model_card(model: Transformer, facts: dict[str, Any]) -> str:
             f"On `{score.get('ref', 'the test set')}`: sacreBLEU {score['sacrebleu']:.2f} "
             f"(`{score.get('sacrebleu_signature', '')}`), paper-style BLEU "
             f"{score['bleu_paper_style']:.2f}, decoded by the project's beam search "
-            "(beam 4, GNMT's length penalty).",
+            f"(beam {beam}, GNMT's length penalty with alpha {alpha:g}"
+            + (", chosen on the dev set" if "dev" in search_origins(score) else "")
+            + ").",
         ]
     lines += [
         "",
@@ -289,8 +307,9 @@ def export_transformers(
     configuration, tokenizer files, model card); ``facts`` (checkpoint, score, command, ...) go
     into the card and ``export.json``. ``out`` is either the whole export or absent."""
     transformers = require_transformers()
-    hf = marian_model(model, sp)
     facts = facts or {}
+    beam, alpha = score_search(facts.get("score"))
+    hf = marian_model(model, sp, alpha, beam)
     pieces, specials = sentencepiece_vocabulary(sp)
 
     def fill(folder: Path) -> dict[str, Any]:
