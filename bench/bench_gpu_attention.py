@@ -22,11 +22,12 @@ import json
 import platform
 import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from bench.hardware import write_result
 
 HEADS = {"base": 8, "big": 16}  # d_k = 64 in both
 WIDTHS = [16, 32, 64, 128]
@@ -205,10 +206,7 @@ def main() -> int:
         "tokens_per_micro_batch": args.tokens,
         "rows": rows,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {out}")
+    write_result(args.out, result)
     return 0
 
 

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from bench.bench_train import SHAPES
-from bench.hardware import result_path
+from bench.hardware import result_path, write_result
 from transformer_core.data.batching import TokenBucketSampler, padding_stats
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.data.dataset import ParallelDataset
@@ -158,6 +158,17 @@ def reversal_corpus(
     return ParallelDataset(prefix)
 
 
+def nll_curve(trainer: Trainer, steps: int, interval: int) -> list[float]:
+    """``steps`` training steps of ``trainer``: the NLL per target token of every ``interval``."""
+    curve, tokens = [], 0
+    for step in range(1, steps + 1):
+        tokens += trainer.train_step().tgt_tokens
+        if step % interval == 0:
+            curve.append(round(trainer.interval_sums()[1] / tokens, 4))
+            tokens = 0
+    return curve
+
+
 def learning_report(
     steps: int,
     interval: int,
@@ -196,13 +207,9 @@ def learning_report(
         trainer = Trainer(cfg, train_cfg, ctx, dataset)
         if kind == "reseeded":  # dropout's generator only: the batches have a sampler's own
             torch.manual_seed(train_cfg.seed + 1)
-        start, curve, tokens_seen = time.perf_counter(), [], 0
+        start = time.perf_counter()
         try:
-            for step in range(1, steps + 1):
-                tokens_seen += trainer.train_step().tgt_tokens
-                if step % interval == 0:
-                    curve.append(round(trainer.interval_sums()[1] / tokens_seen, 4))
-                    tokens_seen = 0
+            curve = nll_curve(trainer, steps, interval)
         finally:
             trainer.close()
         reference = next(iter(curves.values()), {"nll_per_token": curve})["nll_per_token"]
@@ -296,10 +303,7 @@ def main() -> int:
     if args.warmup:
         precisions = ["fp32"] + (["bf16"] if cpu_has_native_bf16() else [])
         result["warmup"] = [warmup_report(p) for p in precisions]
-    out = Path(args.out or result_path("batch_shapes", "cpu"))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {out}")
+    write_result(args.out or result_path("batch_shapes", "cpu"), result)
     return 0
 
 

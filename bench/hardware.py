@@ -51,3 +51,13 @@ def result_path(question: str, device: str = "cpu", suffix: str = ".json") -> Pa
     """The result file of ``question`` measured on ``device`` (``cpu`` or ``cuda``) here."""
     hardware = gpu_kind() if device == "cuda" else cpu_kind()
     return RESULTS / hardware / f"{question}{suffix}"
+
+
+def write_result(path: str | Path, result: dict) -> None:
+    """Write a benchmark's ``result`` as indented JSON at ``path`` (its folders made), and say so."""
+    import json
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {path}")
