@@ -32,6 +32,7 @@ COMMANDS = (
     "translate",
     "export",
     "score",
+    "decode_choice",
     "bleu_curve",
     "ppl",
     "flops",

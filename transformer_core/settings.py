@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,9 @@ from transformer_core.parsing.trees import LINEARIZATIONS
 # "Let the hardware decide": the default of the device, precision and compile settings, and
 # of the workflow's thread counts; each setting's module says what it decides.
 AUTO = "auto"
+# "Choose it on the development set": a value of the workflow's decode.beam and decode.alpha
+# (decoding.dev_choice says how).
+DEV = "dev"
 DEVICES = (AUTO, "cpu", "cuda")  # device.resolve_device says what each means
 PRECISIONS = (AUTO, "fp32", "bf16")  # device.autocast_dtype says what each means
 COMPILE_MODES = (AUTO, "on", "off")  # device.use_compile says what each means
@@ -52,17 +56,29 @@ def parse_seed(text: str) -> int:
     return value
 
 
-def parse_max_tokens(text: str) -> int | str:
-    """argparse type of train's --max-tokens: ``auto`` or a positive integer."""
-    if text == AUTO:
-        return AUTO
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer or auto: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (or auto), got {value}")
-    return value
+def word_or_number(word: str, kind: type, minimum: float) -> Callable[[str], Any]:
+    """An argparse type: ``word``, or a finite number of ``kind`` (int or float) of at least
+    ``minimum``."""
+
+    def parse(text: str) -> Any:
+        if text == word:
+            return word
+        try:
+            value = kind(text)
+        except ValueError:
+            number = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"not {number} or {word}: {text!r}") from None
+        if not minimum <= value < math.inf:
+            raise argparse.ArgumentTypeError(
+                f"must be finite and at least {minimum:g} (or {word}), got {value}"
+            )
+        return value
+
+    return parse
+
+
+# argparse type of train's --max-tokens: ``auto`` or a positive integer.
+parse_max_tokens = word_or_number(AUTO, int, 1)
 
 
 def option(default: Any, flag: str | None, help: str, **extra: Any) -> Any:

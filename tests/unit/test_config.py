@@ -9,6 +9,7 @@ from conftest import ROOT
 
 from transformer_core import paper
 from transformer_core.data.settings import SentencePieceSettings, TreebankSettings
+from transformer_core.decoding.dev_choice import CHOSEN_FIELDS
 from transformer_core.errors import ConfigError
 from transformer_core.model.config import (
     BASE,
@@ -22,6 +23,7 @@ from transformer_core.parsing.trees import LINEARIZATIONS
 from transformer_core.settings import (
     AUTO,
     COMPILE_MODES,
+    DEV,
     PARSING_SEARCH,
     PRECISIONS,
     InferenceSettings,
@@ -203,7 +205,11 @@ def test_decode_options_and_the_schema_agree_field_by_field():
             assert f.metadata["choices"] == LINEARIZATIONS == tuple(table4["linearization"]["enum"])
             continue
         for section in (translation, table4["decode"]["properties"]):
-            assert section[key]["type"] == json_type[type(f.default)], key
+            spec = section[key]
+            if section is translation and f.name in CHOSEN_FIELDS:  # a number, or dev
+                assert spec["oneOf"][1] == {"const": DEV}, key
+                spec = spec["oneOf"][0]
+            assert spec["type"] == json_type[type(f.default)], key
         # table4.decode's defaults are the paper's parsing search, the table4 command's too.
         assert table4["decode"]["properties"][key]["default"] == getattr(PARSING_SEARCH, f.name)
     for f in config_fields(InferenceSettings):  # the runtime of decoding: the same sections

@@ -96,14 +96,17 @@ def test_a_cooldown_reaches_the_runs_it_is_given_to_and_fits_their_steps():
 def test_search_flags_follow_the_pairs_decode_section():
     config = configuration()
     plan = RunPlan(config)
-    search = "--beam 4 --alpha 0.6 --max-len-a 1.0 --max-len-b 10"  # smoke.yaml's
+    config["decode"]["alpha"] = 0.6
+    search = "--beam 4 --alpha 0.6 --max-len-a 1.0 --max-len-b 10"  # smoke.yaml's, alpha fixed
     assert plan.search_flags("en_de") == search.split()
+    assert plan.search_flags("en_de", chosen=False) == search.split()[4:]  # from a settings file
     assert plan.search_flags("parse_treebank")[:4] == ["--beam", "21", "--alpha", "0.3"]
     assert "--tree-constraint" not in plan.search_flags("parse_treebank")
     config["table4"]["decode"]["tree_constraint"] = True
     config["table4"]["linearization"] = "words"
     assert plan.search_flags("parse_treebank")[-2:] == ["--tree-constraint", "words"]
-    runtime = plan.decode_args("parse_treebank")[len(plan.search_flags("parse_treebank")) :]
+    searched = plan.search_flags("parse_treebank", chosen=False)
+    runtime = plan.decode_args("parse_treebank")[len(searched) :]
     assert runtime == ["--precision", "fp32", "--compile", "auto", "--max-tokens", "4096"]
     config["decode"]["compile"] = True  # YAML's unquoted `on`
     assert plan.decode_args("en_de")[-4:-2] == ["--compile", "on"]
@@ -253,3 +256,55 @@ def test_the_report_takes_every_table_run_and_figure():
     assert figure_args(paths)[:3] == ["--figure", ATTENTION_FIGURES[0].name, paths[0]]
     with pytest.raises(ValueError):
         figure_args(paths[:-1])  # a figure without its file
+
+
+def test_a_setting_of_dev_is_chosen_from_the_grid_on_each_models_dev_decodes():
+    """decode.alpha: dev (smoke.yaml) decodes each Table 2 model's dev split once per grid
+    point; its test decode, its curve and (table3.decoding: base) every Table 3 row of the
+    same seed read the choice made for the base or big model; numbers need no sweep."""
+    config = configuration(seeds=[1, 2])
+    plan = RunPlan(config)
+    alphas = config["decode"]["grid"]["alpha"]
+    assert [(p.beam, p.alpha) for p in plan.grid_points("en_de")] == [(4, a) for a in alphas]
+    assert plan.grid_points("parse_treebank") == []  # Table 4 decodes with its numbers
+    assert (
+        plan.decode_choice_path("en_de", "base", "avg")
+        == "results/decode_choice/en_de/base.avg.json"
+    )
+    assert plan.decode_choice_path("en_de", "C4-seed2", "last") == (
+        "results/decode_choice/en_de/base-seed2.avg.json"
+    )
+    assert (
+        plan.decode_choice_path("en_de", "big", "last")
+        == "results/decode_choice/en_de/big.avg.json"
+    )
+    assert plan.decode_choice_path("parse_treebank", "parsing", "avg") == (
+        "results/decode_choice/parse_treebank/parsing.avg.json"
+    )
+    inputs = plan.decode_choice_inputs("en_de", "base-seed2", "avg")
+    assert list(inputs.values()) == [
+        f"results/scores/en_de/base-seed2.dev.avg.beam4-alpha{float(a)!r}.json" for a in alphas
+    ]
+    args = plan.decode_choice_args("en_de", "base-seed2", "avg", inputs)
+    assert args[:4] == ["--beam", 4, "--alpha", "dev"]
+    assert args[4:8] == ["--point", 4, float(alphas[0]), next(iter(inputs.values()))]
+    assert args[-2:] == ["--chosen-for", "en_de/base-seed2 averaged"]
+    # A grid point's decode names its own beam and alpha; every other reads a settings file.
+    point = ".beam4-alpha1.2"
+    assert plan.decode_args("en_de", point)[:4] == ["--beam", 4, "--alpha", 1.2]
+    assert "--alpha" not in plan.decode_args("en_de") and "--beam" not in plan.decode_args("en_de")
+
+    config["table3"]["decoding"] = "own"  # each row chooses on its own last checkpoint
+    assert plan.decode_choice_path("en_de", "C4-seed2", "last") == (
+        "results/decode_choice/en_de/C4-seed2.last.json"
+    )
+    config["decode"]["alpha"] = 0.6  # numbers: no sweep, nothing to decode first
+    assert (
+        plan.grid_points("en_de") == [] and plan.decode_choice_inputs("en_de", "C4", "last") == {}
+    )
+    assert plan.decode_choice_args("en_de", "C4", "last", {})[:4] == ["--beam", 4, "--alpha", 0.6]
+    config["decode"].update(beam="dev", alpha="dev")
+    config["decode"]["grid"] = {"beam": [1, 4], "alpha": [0.6, 1.0]}
+    assert [(p.beam, p.alpha) for p in plan.grid_points("en_de")] == [
+        (1, 0.6), (1, 1.0), (4, 0.6), (4, 1.0)
+    ]  # fmt: skip

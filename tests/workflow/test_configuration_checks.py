@@ -67,6 +67,10 @@ def test_paper_dry_run_lists_the_whole_dag(tmp_path):
         ("spm_train", 2),
         ("train", 22),
         ("average", 4),
+        (
+            "decode_choice",
+            4,
+        ),  # numbers: the settings of the 4 Table 2 models, the rows base's and big's
         ("table3_row", 20),
         ("table2", 1),
     ):
@@ -92,6 +96,25 @@ def test_sharded_data_commands(tmp_path):
     parts = " ".join(f"data/en_de/shards/bin/{i:04d}-of-0016" for i in range(16))
     assert f"shards merge --parts {parts} --out-prefix data/en_de/bin/train" in out
     assert "--prepare-report data/en_de/prepared/train.report.json" in out
+
+
+@pytest.mark.parametrize(
+    ("decode", "line"),
+    [
+        ({"alpha": "dev", "grid": {"alpha": []}}, "decode.grid.alpha: give a non-empty list"),
+        ({"alpha": "dev", "grid": {"alpha": [0.6, -0.3]}}, "decode.grid.alpha[1]: must be a"),
+        ({"alpha": "dev", "grid": {"alpha": [0.6, float("nan")]}}, "decode.grid.alpha[1]: nan"),
+        ({"beam": "dev", "grid": {"beam": [4, 0]}}, "decode.grid.beam[1]: must be an integer"),
+        ({"alpha": "best"}, "decode.alpha: 'best' is neither a number nor dev"),
+    ],
+)
+def test_a_bad_decoding_grid_is_one_line_before_any_job(tmp_path, decode, line):
+    config = copy.deepcopy(PAPER)
+    config["decode"].update(decode)
+    proc = snakemake_on(tmp_path, config, "-n")
+    assert proc.returncode != 0
+    assert [text for text in (proc.stderr + proc.stdout).splitlines() if line in text], proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "work" / "data").exists()
 
 
 @pytest.mark.parametrize(

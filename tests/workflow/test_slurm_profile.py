@@ -298,11 +298,14 @@ def assert_jobs_got_profile_resources(jobs, profile_env):
 def test_smoke_pipeline_runs_through_slurm(local_slurm, tmp_path):
     """Table 2 of the smoke configuration, every job an sbatch job on the local cluster.
 
-    The smoke models train 40 steps here, not 200: this checks the cluster's plumbing, and the
-    smoke workflow test checks that they learn.
+    The smoke models train 40 steps here, not 200, and decode at the paper's alpha rather than
+    one chosen on dev: this checks the cluster's plumbing, and the smoke workflow test checks
+    that they learn and that the choice is made.
     """
     short = tmp_path / "short.yaml"
-    short.write_text("models:\n  base: {steps: 40}\n  big: {steps: 40}\n")  # 2 checkpoints
+    short.write_text(  # 2 checkpoints
+        "models:\n  base: {steps: 40}\n  big: {steps: 40}\ndecode: {alpha: 0.6}\n"
+    )
     run = run_on_local_slurm(
         tmp_path,
         PIPELINE,

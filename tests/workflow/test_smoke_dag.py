@@ -56,6 +56,14 @@ def test_smoke_workflow_builds_tables_and_report(smoke_quickstart, tmp_path):
     base_bleu = ours[ours.model == "Transformer (base model)"].set_index("pair").sacrebleu
     assert (base_bleu >= MIN_BASE_BLEU).all(), base_bleu.to_dict()
     assert set(ours.paper_bleu) == {27.3, 38.1, 28.4, 41.8}
+    # smoke.yaml's alpha: dev: each model's own choice on its dev section, named beside its BLEU.
+    grid = smoke["decode"]["grid"]["alpha"]
+    assert ours.alpha.isin(grid).all() and (ours.beam == 4).all()
+    runs = ours.model.map({"Transformer (base model)": "base", "Transformer (big)": "big"})
+    assert list(ours.decode_from) == [
+        f"alpha chosen on dev for {pair}/{run} averaged"
+        for pair, run in zip(ours.pair, runs, strict=True)
+    ]
     assert (table2.source == "paper").sum() == 13
 
     table3 = pd.read_csv(tmp_path / "results" / "table3.csv")
@@ -71,6 +79,10 @@ def test_smoke_workflow_builds_tables_and_report(smoke_quickstart, tmp_path):
     assert by_row.loc["big", "steps"] == big_steps and by_row.loc["base", "steps"] == base_steps
     assert (table3.sacrebleu_dev > MIN_ROW_BLEU).all(), by_row.sacrebleu_dev.round(2).to_dict()
     assert by_row.loc["base", "paper_ppl"] == 4.92 and by_row.loc["C5", "paper_params"] == 168
+    # table3.decoding: base: every row decodes as base was chosen to (big as big), as the paper.
+    base_choice = "alpha chosen on dev for en_de/base averaged"
+    assert set(by_row.drop(index="big").decode_from) == {base_choice}
+    assert by_row.loc["big", "decode_from"] == "alpha chosen on dev for en_de/big averaged"
 
     table4 = pd.read_csv(tmp_path / "results" / "table4.csv")
     ours4 = table4[table4.source == "ours"].set_index("training")
@@ -92,6 +104,7 @@ def test_smoke_workflow_builds_tables_and_report(smoke_quickstart, tmp_path):
     assert "| paper_ppl (paper, WMT14) |" in table3_md
     report = (tmp_path / "results" / "report.md").read_text()
     assert "How each number was made" in report and "nrefs:1" in report and "source:" in report
+    assert "## Decoding settings" in report and "| 4 | 0.6 (paper) |" in report
     assert (tmp_path / "results" / "plots" / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
     translations = (
         tmp_path / "results" / "translations" / "en_de" / "base.test.avg.txt"
@@ -112,6 +125,17 @@ def test_smoke_workflow_builds_tables_and_report(smoke_quickstart, tmp_path):
         "results/report.md",
     )
     assert "Nothing to be done" in again.stdout + again.stderr
+
+    # A grid point more decodes only the new point of each model: none is decoded again.
+    wider = tmp_path / "wider.yaml"
+    wider.write_text(yaml.safe_dump({"decode": {"grid": {"alpha": [*grid, 1.8]}}}))
+    proc = snakemake(
+        tmp_path, "--cores", "2", "-n", "-p", "results/table2.csv", configfiles=(SMOKE, wider)
+    )
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    decodes = [line for line in proc.stdout.splitlines() if "transformer-core translate" in line]
+    new = [line for line in decodes if ".beam4-alpha1.8.txt" in line]
+    assert len(new) == 4 and not [line for line in decodes if ".dev.avg.beam4-alpha0." in line]
 
     # A changed setting reruns what depends on it; the old run is moved aside, not lost.
     override = tmp_path / "override.yaml"
@@ -134,6 +158,21 @@ def test_one_table3_row_schedules_only_its_own_jobs(tmp_path):
         for parts in (line.split() for line in out.splitlines())
         if len(parts) == 2 and parts[1].isdigit()
     }
-    assert counts["train"] == 1 and counts["translate"] == 1 and counts["score"] == 1
+    # smoke.yaml's alpha: dev with table3.decoding: base: the row decodes as base was chosen
+    # to, so base is trained and its choice made (one decode of dev per grid point) too.
+    grid = len(yaml.safe_load(SMOKE.read_text())["decode"]["grid"]["alpha"])
+    assert counts["train"] == 2 and counts["decode_choice"] == 1
+    assert counts["translate"] == counts["score"] == 1 + grid
     assert counts["table3_row"] == 1 and "table3" not in counts and "table2" not in counts
     assert "runs/en_de/C4/summary.json" in out and "runs/en_de/C3" not in out
+    assert "results/decode_choice/en_de/base.avg.json" in out and "runs/en_de/big" not in out
+
+    # table3.decoding: own: the row alone, its settings chosen on its own dev decodes.
+    own = tmp_path / "own.yaml"
+    own.write_text("table3:\n  decoding: own\n")
+    proc = snakemake(
+        tmp_path, "-n", "--cores", "2", "results/table3/rows/C4.csv", configfiles=(SMOKE, own)
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "results/decode_choice/en_de/C4.last.json" in out and "runs/en_de/base" not in out

@@ -25,6 +25,7 @@ PARSING_JOBS = {
     "train": 1,
     "average": 1,
     "translate": 1,
+    "decode_choice": 1,  # the parsing search's numbers, recorded
     "delinearize": 1,
     "evalb": 1,
     "table4": 1,
@@ -166,6 +167,7 @@ def test_paper_dry_run_with_a_treebank_and_a_corpus(tmp_path):
         "train": 2,
         "average": 2,
         "translate": 2,
+        "decode_choice": 2,
         "delinearize": 2,
         "evalb": 2,
     }

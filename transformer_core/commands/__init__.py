@@ -12,6 +12,8 @@ import argparse
 import dataclasses
 from typing import Any
 
+from transformer_core.decoding.dev_choice import CHOSEN_FIELDS
+from transformer_core.errors import UserError
 from transformer_core.model.config import BASE
 from transformer_core.settings import DecodeOptions, flagged_fields
 
@@ -108,17 +110,50 @@ def flag_values(cls: type, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_decode_arguments(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, defaults: DecodeOptions | None = None
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    defaults: DecodeOptions | None = None,
+    settings_file: bool = False,
 ) -> None:
     """The search flags of the commands that decode: one per flagged ``DecodeOptions`` field,
-    with its help and its value in ``defaults`` (default: the paper's translation search)."""
-    defaults = defaults or DecodeOptions()
-    add_options(parser, DecodeOptions, defaults=dataclasses.asdict(defaults))
+    with its help and its value in ``defaults`` (default: the paper's translation search).
+    ``settings_file``: also ``--decode-settings``, a file of ``decode_choice`` that gives the
+    beam and alpha instead (then --beam and --alpha default to None, ``decode_options``
+    filling them in)."""
+    defaults = dataclasses.asdict(defaults or DecodeOptions())
+    if not settings_file:
+        add_options(parser, DecodeOptions, defaults=defaults)
+        return
+    for f in flagged_fields(DecodeOptions):
+        if f.name in CHOSEN_FIELDS:
+            add_option(parser, f, None, f"{defaults[f.name]}, or --decode-settings'")
+        else:
+            add_option(parser, f, defaults[f.name], str(defaults[f.name]))
+    parser.add_argument(
+        "--decode-settings",
+        metavar="JSON",
+        help="the beam and alpha of this file of `decode_choice` (as configured, or chosen on "
+        "the dev set), instead of --beam and --alpha",
+    )
 
 
 def decode_options(args: argparse.Namespace) -> DecodeOptions:
-    """The ``DecodeOptions`` of ``add_decode_arguments``'s flags (checks them: ``--beam``)."""
-    return settings_of(DecodeOptions, args)
+    """The ``DecodeOptions`` of ``add_decode_arguments``'s flags (checks them: ``--beam``),
+    the beam and alpha from ``--decode-settings`` where it is given."""
+    values = flag_values(DecodeOptions, args)
+    path = getattr(args, "decode_settings", None)
+    if path is not None:
+        from transformer_core.decoding.dev_choice import read_settings
+
+        given = [f"--{name}" for name in CHOSEN_FIELDS if values[name] is not None]
+        if given:
+            raise UserError(
+                f"--decode-settings {path} gives the beam and alpha: leave out {' and '.join(given)}"
+            )
+        record = read_settings(path)
+        values.update({name: record[name] for name in CHOSEN_FIELDS})
+    paper = DecodeOptions()
+    values.update({name: getattr(paper, name) for name in CHOSEN_FIELDS if values[name] is None})
+    return DecodeOptions(**values)
 
 
 def settings_of(cls: type, args: argparse.Namespace) -> Any:

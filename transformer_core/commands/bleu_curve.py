@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="decode at most this many kept checkpoints, evenly spaced, the last among them "
         "(default: 5)",
     )
-    add_decode_arguments(parser)
+    add_decode_arguments(parser, settings_file=True)
     parser.add_argument("--out", required=True, help="JSON output: one point per checkpoint")
     add_options(parser, InferenceSettings)
     parser.add_argument(
@@ -64,7 +64,13 @@ def run(args: argparse.Namespace) -> int:
     runtime = settings_of(InferenceSettings, args)
     check_output(args.out, "--out")
     check_not_inputs(
-        {"--out": args.out}, {"--input": args.input, "--ref": args.ref, "--spm": args.spm}
+        {"--out": args.out},
+        {
+            "--input": args.input,
+            "--ref": args.ref,
+            "--spm": args.spm,
+            "--decode-settings": args.decode_settings,
+        },
     )
     _, refs = read_pair(args.input, args.ref)  # same line counts, else an error
     checkpoints = spaced(list_checkpoints(Path(args.run_dir) / "checkpoints"), args.checkpoints)

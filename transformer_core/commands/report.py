@@ -61,6 +61,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar=("LABEL", "CURVE_JSON"),
         help="a run's dev BLEU by step (bleu_curve) for the BLEU-against-steps plot; repeatable",
     )
+    parser.add_argument(
+        "--decoding",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("LABEL", "DECODE_CHOICE_JSON"),
+        help="a model's decoding settings (`decode_choice`), with its dev sweep where it was "
+        "chosen on dev; repeatable",
+    )
     parser.add_argument("--curve-plot", help="PNG output of BLEU against steps (needs --curve)")
     parser.add_argument("--plot", help="PNG output for the learning curves (needs --run)")
     parser.add_argument("--out", required=True, help="markdown output")
@@ -91,5 +100,6 @@ def run(args: argparse.Namespace) -> int:
         args.plot,
         [tuple(s) for s in args.sample],
         figures,
+        dict(args.decoding),
     )
     return 0

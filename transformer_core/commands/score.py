@@ -34,6 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="target language for the Moses tokenizer of the paper-style score (default: de)",
     )
     parser.add_argument(
+        "--decoding",
+        metavar="JSON",
+        help="the decoding settings file (`decode_choice`'s) the hypothesis was decoded with: "
+        "its beam, alpha and their origin are recorded beside the score",
+    )
+    parser.add_argument(
         "--bootstrap-resamples",
         type=int,
         default=RESAMPLES,
@@ -62,7 +68,15 @@ def run(args: argparse.Namespace) -> int:
     check_input_file(args.hyp, "--hyp")
     check_input_file(args.ref, "--ref")
     check_output(args.out, "--out")
-    check_not_inputs({"--out": args.out}, {"--hyp": args.hyp, "--ref": args.ref})
+    check_not_inputs(
+        {"--out": args.out},
+        {"--hyp": args.hyp, "--ref": args.ref, "--decoding": args.decoding},
+    )
+    decoding = None
+    if args.decoding is not None:
+        from transformer_core.decoding.dev_choice import decoding_summary, read_settings
+
+        decoding = decoding_summary(read_settings(args.decoding))
     if not _has_text(args.hyp) and not _has_text(args.ref):
         raise UserError(f"{args.hyp} and {args.ref} are both empty: there is nothing to score")
     result = score_files(args.hyp, args.ref, args.lang)
@@ -70,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
         result |= score_intervals(
             args.hyp, args.ref, args.bootstrap_resamples, args.bootstrap_seed, args.lang
         )
+    if decoding is not None:
+        result["decoding"] = decoding
     atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
     intervals = {
         name: f" (mu {ci['mean']:.2f} +- {ci['half_width']:.2f})"

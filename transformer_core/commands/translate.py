@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_files(parser)
     parser.add_argument("--input", required=True, help="source text, one sentence per line")
     parser.add_argument("--output", required=True, help="output text, one line per input line")
-    add_decode_arguments(parser)
+    add_decode_arguments(parser, settings_file=True)
     add_options(parser, InferenceSettings)
     parser.add_argument(
         "--allow-vocab-mismatch",
@@ -62,7 +62,12 @@ def run(args: argparse.Namespace) -> int:
     check_input_file(args.input, "--input")
     check_not_inputs(
         {"--output": args.output},
-        {"--input": args.input, "--checkpoint": args.checkpoint, "--spm": args.spm},
+        {
+            "--input": args.input,
+            "--checkpoint": args.checkpoint,
+            "--spm": args.spm,
+            "--decode-settings": args.decode_settings,
+        },
     )
     int8 = args.quantize == "int8"
     if int8 and runtime.precision == AUTO:
@@ -74,7 +79,9 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"decoding on {device} ({cpu_threads()}), precision "
         f"{'int8 (dynamic)' if int8 else precision_name(autocast)} (scores in fp32), "
-        f"{'compiled' if compiled else 'eager'} step (--compile {runtime.compile})",
+        f"{'compiled' if compiled else 'eager'} step (--compile {runtime.compile}), beam "
+        f"{options.beam}, alpha {options.alpha:g}"
+        + (f" (from {args.decode_settings})" if args.decode_settings else ""),
         file=sys.stderr,
     )
     model, sp = load_translation_model(args.checkpoint, args.spm, device, args.allow_vocab_mismatch)

@@ -29,8 +29,12 @@ RECIPE = """\
   optimizer step over all devices (gradient accumulation keeps that fixed whatever the device count).
 - **Checkpoints**: every `checkpoint_interval` steps; Table 2 averages the last 5 (base) / 20 (big),
   Table 3 uses the last checkpoint without averaging, as the paper did.
-- **Decoding**: beam search, beam 4, GNMT length penalty ((5+|Y|)/6)^0.6 with |Y| counting EOS, maximum
-  output length = source length + 50, stopping once no live hypothesis can beat the best finished one.
+- **Decoding**: beam search with GNMT's length penalty ((5+|Y|)/6)^alpha, |Y| counting EOS, stopping
+  once no live hypothesis can beat the best finished one; maximum output length = source length + 50
+  at paper scale. The paper's beam 4 and alpha 0.6 were its choice on its dev set; where the
+  configuration says `dev`, each model's are chosen the same way on its own dev split (the highest
+  sacreBLEU over a grid; ties to the paper's value, then to the smaller alpha). Each table names
+  the beam and alpha of its scores and where they came from (`decode_from`); the sweeps are below.
 - **BLEU, two ways**: `bleu_paper_style` is how the paper's numbers were made (tensor2tensor's
   get_ende_bleu.sh: unicode punctuation replacement, Moses tokenization, hyphen compounds split as
   ##AT##-##AT##, case-sensitive multi-bleu.perl corpus BLEU); `sacrebleu` is sacreBLEU 13a on the
@@ -124,6 +128,52 @@ def samples_markdown(label: str, source: str, reference: str, hypothesis: str, n
     return text + "\n"
 
 
+def sweeps_markdown(choices: dict[str, str]) -> str:
+    """Each model's decoding settings (``decode_choice`` files by label) and, where they were
+    chosen on dev, the sweep: dev sacreBLEU (and length ratio) of every grid point, the chosen
+    one in bold, the paper's alpha 0.6 marked."""
+    from transformer_core.decoding.dev_choice import PAPER, read_settings
+    from transformer_core.tables.translation import decode_origin
+
+    if not choices:
+        return ""
+    records = {label: read_settings(path) for label, path in choices.items()}
+    text = "## Decoding settings\n\n| model | beam | alpha | from |\n|---|---|---|---|\n"
+    for label, record in records.items():
+        text += f"| {label} | {record['beam']} | {record['alpha']:g} | {decode_origin(record)} |\n"
+    swept = {label: record for label, record in records.items() if record.get("sweep")}
+    if not swept:
+        return text + "\n"
+    points = sorted({(p["beam"], p["alpha"]) for r in swept.values() for p in r["sweep"]})
+    text += (
+        "\nDev sacreBLEU of every grid point (hypothesis/reference length in brackets); **bold**: "
+        f"the point chosen; (paper): the paper's beam {PAPER.beam} and alpha {PAPER.alpha}.\n\n"
+        "| beam | alpha | " + " | ".join(swept) + " |\n"
+        "|---|---|" + "---|" * len(swept) + "\n"
+    )
+    for beam, alpha in points:
+        paper = " (paper)" if (beam, alpha) == (PAPER.beam, PAPER.alpha) else ""
+        cells = []
+        for record in swept.values():
+            found = [p for p in record["sweep"] if (p["beam"], p["alpha"]) == (beam, alpha)]
+            if not found:
+                cells.append("")
+                continue
+            point = found[0]
+            cell = f"{point['sacrebleu']:.2f}"
+            if point.get("length_ratio") is not None:
+                cell += f" ({point['length_ratio']:.3f})"
+            chosen = (record["beam"], record["alpha"]) == (beam, alpha)
+            cells.append(f"**{cell}**" if chosen else cell)
+        text += f"| {beam} | {alpha:g}{paper} | " + " | ".join(cells) + " |\n"
+    for label, record in swept.items():
+        for key in record.get("largest_of_grid") or []:
+            text += (
+                f"\n{label}: the chosen {key} is the grid's largest; a wider grid may score higher."
+            )
+    return text + "\n"
+
+
 def write_report(
     out: str | os.PathLike,
     scale: str,
@@ -132,9 +182,11 @@ def write_report(
     plot: str | None,
     samples: list[tuple[str, str, str, str]],
     figures: dict[str, str] | None = None,
+    choices: dict[str, str] | None = None,
 ) -> None:
     """Assemble ``report.md`` from the table markdown files, score JSONs, plot, figures
-    (title -> PNG) and samples."""
+    (title -> PNG), samples and the models' decoding settings (label -> ``decode_choice``
+    JSON)."""
     text = f"# Reproduction report: Attention Is All You Need\n\nScale: {code_span(scale)}; transformer-core {__version__}.\n\n"
     text += RECIPE + "\n"
     signatures = sorted(
@@ -144,6 +196,7 @@ def write_report(
         text += "sacreBLEU signature(s): " + ", ".join(f"`{s}`" for s in signatures) + "\n\n"
     for title, path in tables.items():
         text += f"## {title}\n\n{Path(path).read_text(encoding='utf-8')}\n"
+    text += sweeps_markdown(choices or {})
     if plot:
         text += f"## Learning curves\n\n![learning curves]({os.path.relpath(plot, Path(out).parent)})\n\n"
     for title, path in (figures or {}).items():

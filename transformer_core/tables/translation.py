@@ -36,6 +36,9 @@ TABLE2_COLUMNS = [
     "bleu_paper_style",
     "sacrebleu",
     "sacrebleu_signature",
+    "beam",
+    "alpha",
+    "decode_from",
     "bleu_paper_style_ci95",
     "sacrebleu_ci95",
     "seeds",
@@ -78,6 +81,9 @@ TABLE3_COLUMNS = [
     "sacrebleu_dev_ci95",
     "sacrebleu_dev_std",
     "sacrebleu_dev_per_seed",
+    "beam",
+    "alpha",
+    "decode_from",
     "params_m",
     "params_m_at_37k",
     "paper_ppl",
@@ -143,6 +149,36 @@ def _half_width(score: dict, key: str) -> float | None:
     return interval["half_width"] if interval else None
 
 
+def decode_origin(decoding: dict[str, Any]) -> str:
+    """Where a score's beam and alpha came from: ``config``, or which were chosen on the dev
+    set and for which model (``decoding.dev_choice``)."""
+    origins = decoding.get("from") or {}
+    chosen = [key for key in ("beam", "alpha") if origins.get(key) == "dev"]
+    if not chosen:
+        return "config"
+    text = f"{' and '.join(chosen)} chosen on dev"
+    return f"{text} for {decoding['chosen_for']}" if decoding.get("chosen_for") else text
+
+
+def decoding_columns(seeds: list[int], scores: list[dict]) -> dict[str, Any]:
+    """``beam``, ``alpha`` and ``decode_from`` of the runs' scores (their ``decoding`` record):
+    one value where the seeds' runs agree, else "seed:value" per seed; empty for a score file
+    that records no decoding."""
+    records = [score.get("decoding") for score in scores]
+    if not all(isinstance(record, dict) for record in records):
+        return {}
+    columns: dict[str, Any] = {}
+    for key in ("beam", "alpha"):
+        values = [record.get(key) for record in records]
+        columns[key] = (
+            values[0]
+            if len(set(values)) == 1
+            else " ".join(f"{s}:{v:g}" for s, v in zip(seeds, values, strict=True))
+        )
+    columns["decode_from"] = "; ".join(dict.fromkeys(decode_origin(r) for r in records))
+    return columns
+
+
 def group_seeds(results: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
     """``results`` grouped by the values of ``keys``, in first-seen order; a seed given twice
     for one group is an error."""
@@ -197,6 +233,7 @@ def table2(results: list[dict[str, str]]) -> pd.DataFrame:
             "pair": pair,
             "seeds": " ".join(map(str, seeds)),
             "sacrebleu_signature": scores[0]["sacrebleu_signature"],
+            **decoding_columns(seeds, scores),
             "paper_bleu": getattr(paper, bleu_col),
             "cost_flops_paper_method": mean_of(summaries, "flops_paper_method"),
             "flops_analytic": mean_of(summaries, "flops_analytic"),
@@ -279,6 +316,7 @@ def table3_row(row: str, runs: list[dict[str, str]]) -> pd.DataFrame:
         "train_precision": train_precision(first),
         "seeds": " ".join(map(str, seeds)),
         **seed_columns("ppl_dev", seeds, [s["dev_ppl"] for s in summaries], None),
+        **decoding_columns(seeds, scores),
         "params_m": first["params"] / 1e6,
         "params_m_at_37k": params_at_vocab(first["params"], cfg, 37000) / 1e6,
         "paper_ppl": paper.ppl,

@@ -24,7 +24,7 @@ import yaml
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.model.config import TABLE3_ROWS, ModelConfig
 from transformer_core.parsing.corpora import nltk_files, wsj_section_files
-from transformer_core.settings import AUTO, config_key, decode_fields
+from transformer_core.settings import AUTO, DEV, config_key, decode_fields
 from transformer_core.workflow_plan.scaling import scaled_model_overrides, scaled_steps
 
 MIRROR_SCHEMES = ("http", "https", "ftp", "file")
@@ -61,10 +61,13 @@ RULE_KEYS = (
     *(f"decode.{config_key(f)}" for f in decode_fields() if f.name != "tree_constraint"),
     "decode.max_tokens",
     "decode.precision",
+    "decode.grid.beam",
+    "decode.grid.alpha",
     "table2.models",
     "table2.pairs",
     "table3.pair",
     "table3.rows",
+    "table3.decoding",
     "threads.train",
     "threads.translate",
     "threads.bleu_curve",
@@ -122,6 +125,76 @@ def check_values(config: dict[str, Any], limit: int = CONFIG_VALUES_LIMIT) -> No
                 stack.extend((f"{where}.{k}", v) for k, v in item.items())
             elif isinstance(item, (list, tuple)):
                 stack.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
+
+
+def _grid_values(grid: Any, name: str, integer: bool) -> None:
+    """decode.grid.<name>: a non-empty list of distinct numbers of its kind."""
+    where, values = f"decode.grid.{name}", grid.get(name)
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"{where}: give a non-empty list of values to try, got {values!r}")
+    for i, value in enumerate(values):
+        number = not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
+        if not number or not math.isfinite(value) or value < (1 if integer else 0):
+            kind = "an integer of at least 1" if integer else "a finite number >= 0"
+            raise ConfigError(f"{where}[{i}]: must be {kind}, got {value!r}")
+    if len({float(v) for v in values}) < len(values):
+        raise ConfigError(f"{where}: {values} holds a value twice")
+
+
+def check_decoding(config: dict[str, Any]) -> None:
+    """decode.beam and decode.alpha (a number, or ``dev``) and the grid ``dev`` chooses from,
+    each mistake one line naming the key, before the schema's longer messages: run before
+    ``validate``, on the configuration as written. Table 4 decodes with numbers (its search is
+    the paper's parsing search: there is no BLEU to choose it by)."""
+    decode = config.get("decode")
+    if not isinstance(decode, dict):
+        return  # the schema names it
+    for key in ("beam", "alpha"):
+        value = decode.get(key)
+        if isinstance(value, str) and value != DEV:
+            raise ConfigError(f"decode.{key}: {value!r} is neither a number nor {DEV}")
+    grid = decode.get("grid", {})
+    if not isinstance(grid, dict):
+        raise ConfigError(f"decode.grid: give a mapping of beam and alpha lists, got {grid!r}")
+    unknown = sorted(set(grid) - {"beam", "alpha"})
+    if unknown:
+        raise ConfigError(
+            f"decode.grid: unknown key(s) {', '.join(map(str, unknown))} (beam, alpha)"
+        )
+    for key, integer in (("beam", True), ("alpha", False)):
+        if key in grid:
+            _grid_values(grid, key, integer)
+    table4_decode = (config.get("table4") or {}).get("decode") or {}
+    for key in ("beam", "alpha"):
+        if isinstance(table4_decode, dict) and table4_decode.get(key) == DEV:
+            raise ConfigError(
+                f"table4.decode.{key}: {DEV} is for translation (chosen by BLEU); give the "
+                "parsing search a number (the paper: beam 21, alpha 0.3)"
+            )
+
+
+def check_dev_splits(config: dict[str, Any], datasets: dict[str, Any]) -> None:
+    """Where decode chooses a setting on dev, every translation pair's dataset (``datasets``:
+    the registry's, by name) has a dev split to choose on."""
+    decode = config["decode"]
+    if DEV not in (decode["beam"], decode["alpha"]):
+        return
+    key = "decode.alpha" if decode["alpha"] == DEV else "decode.beam"
+    for name, pair in config["pairs"].items():
+        dataset = datasets.get(pair["dataset"])
+        if dataset is not None and not has_dev_split(dataset):
+            raise ConfigError(
+                f"{key}: {DEV} chooses on each pair's dev split, and pairs.{name} "
+                f"(dataset {pair['dataset']}) has none; give {key} a number"
+            )
+
+
+def has_dev_split(dataset: Any) -> bool:
+    """Whether a registry dataset (``data.registry.Dataset``) has dev sentences: parts to
+    download, or a generated dev section."""
+    if dataset.generate is not None:
+        return dataset.generate.get("dev", 0) > 0
+    return bool(dataset.splits.get("dev"))
 
 
 def defaulted_keys(config: dict[str, Any]) -> list[str]:

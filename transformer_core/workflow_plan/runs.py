@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from transformer_core.decoding.dev_choice import CHOSEN_FIELDS, GridPoint, grid_points
 from transformer_core.errors import ConfigError
 from transformer_core.settings import decode_flags, inference_flags, train_flags
 from transformer_core.workflow_plan.config_checks import (
@@ -185,17 +186,73 @@ class RunPlan:
         """The `decode` section, or table4.decode for parsing runs."""
         return (self.table4 if is_parsing(pair) else self.config)["decode"]
 
-    def decode_args(self, pair: str) -> list[str]:
-        """The pair's `translate` and `bleu_curve` options: its search (``search_flags``) and
-        its runtime (``settings.InferenceSettings``: max_tokens, precision, compile)."""
-        return [*self.search_flags(pair), *inference_flags(self.decode_settings(pair))]
-
-    def search_flags(self, pair: str) -> list[str]:
+    def search_flags(self, pair: str, chosen: bool = True) -> list[str]:
         """The search flags of the pair's decoding, one per DecodeOptions field
-        (``settings.decode_flags``); table4.decode.tree_constraint constrains the parsing runs'
+        (``settings.decode_flags``); without beam and alpha where not ``chosen`` (a decoding
+        settings file gives them). table4.decode.tree_constraint constrains the parsing runs'
         search to the trees of table4.linearization."""
         settings = self.decode_settings(pair)
+        if not chosen:
+            settings = {k: v for k, v in settings.items() if k not in CHOSEN_FIELDS}
         if not is_parsing(pair):
             return decode_flags(settings)
         linearization = self.table4["linearization"] if settings["tree_constraint"] else None
         return decode_flags({**settings, "tree_constraint": linearization})
+
+    def decode_args(self, pair: str, point: str = "") -> list[str]:
+        """The options of a `translate` or `bleu_curve` job but its --decode-settings: the
+        search of the pair without beam and alpha, or with those of grid ``point`` (a
+        ``point_suffix``), and the runtime (``settings.InferenceSettings``: max_tokens,
+        precision, compile)."""
+        settings = self.decode_settings(pair)
+        chosen: list[Any] = []
+        if point:
+            grid_point = GridPoint.parse(point.removeprefix("."))
+            chosen = ["--beam", grid_point.beam, "--alpha", grid_point.alpha]
+        return [*chosen, *self.search_flags(pair, chosen=False), *inference_flags(settings)]
+
+    def grid_points(self, pair: str) -> list[GridPoint]:
+        """The points whose dev decodes choose the pair's decoding (``decode.grid`` where
+        decode.beam or decode.alpha is ``dev``); none for the parsing runs or where both are
+        numbers."""
+        if is_parsing(pair):
+            return []
+        settings = self.decode_settings(pair)
+        return grid_points(settings["beam"], settings["alpha"], settings["grid"])
+
+    def decode_choice_path(self, pair: str, run: str, ckpt: str) -> str:
+        """The decoding settings a decode of ``run``'s ``ckpt`` checkpoint reads: its own, or
+        where table3.decoding is ``base``, those of the same seed's averaged base model (big's
+        for big), as the paper decoded its ablations with the base setting. Where decode's
+        settings are numbers, base's file holds them and reading it needs no base model."""
+        exp, seed = self.split_run(run)
+        if not is_parsing(pair) and self.config["table3"]["decoding"] == "base":
+            preset = exp if exp in ("base", "big") else "base"
+            run, ckpt = self.run_name(preset, seed), "avg"
+        return f"results/decode_choice/{pair}/{run}.{ckpt}.json"
+
+    def decode_choice_inputs(self, pair: str, run: str, ckpt: str) -> dict[str, str]:
+        """The dev scores a choice for ``run``'s ``ckpt`` reads, one per grid point."""
+        return {
+            point.name: f"results/scores/{pair}/{run}.dev.{ckpt}{point_suffix(point)}.json"
+            for point in self.grid_points(pair)
+        }
+
+    def decode_choice_args(self, pair: str, run: str, ckpt: str, inputs: Any) -> list[Any]:
+        """`decode_choice`'s options: the configured beam and alpha (numbers or ``dev``), each
+        grid point with its dev score (``inputs``: the rule's, by point name), and the model."""
+        settings = self.decode_settings(pair)
+        points = [
+            arg
+            for point in self.grid_points(pair)
+            for arg in ("--point", point.beam, point.alpha, inputs[point.name])
+        ]
+        label = f"{pair}/{run} {'averaged' if ckpt == 'avg' else 'last'}"
+        return ["--beam", settings["beam"], "--alpha", settings["alpha"], *points,
+                "--chosen-for", label]  # fmt: skip
+
+
+def point_suffix(point: GridPoint) -> str:
+    """The ``point`` wildcard of a grid point's translation and score files: ``.beam4-alpha0.6``
+    (empty for the decodes that read a settings file)."""
+    return f".{point.name}"

@@ -72,10 +72,11 @@ class TablePlan:
     def all_targets(self) -> list[str]:
         return [f"results/{name}.csv" for name in self.tables()] + ["results/report.md"]
 
-    def bootstrap_args(self) -> list[Any]:
-        """sacreBLEU's bootstrap settings (config `bootstrap`) as command options."""
+    def bootstrap_args(self, point: str = "") -> list[Any]:
+        """sacreBLEU's bootstrap settings (config `bootstrap`) as command options; none for a
+        grid ``point``'s dev score, which only chooses the decoding."""
         settings = self.config["bootstrap"]
-        return ["--bootstrap-resamples", settings["resamples"],
+        return ["--bootstrap-resamples", 0 if point else settings["resamples"],
                 "--bootstrap-seed", settings["seed"]]  # fmt: skip
 
     def _dataset_option(self, pair: str) -> Option:
@@ -216,6 +217,13 @@ class TablePlan:
             Option("--run", (f"{pair}/{exp}",),
                    {f"metrics_{pair}_{exp}": f"runs/{pair}/{exp}/metrics.jsonl"})
             for pair, exp in self.trained_runs()
+        ]  # fmt: skip
+        options += [
+            Option("--decoding", (f"{pair}/{run}",), {
+                f"decoding_{pair}_{run}": self.plan.decode_choice_path(pair, run, "avg")
+            })
+            for pair, exp in self.table2_runs()
+            for run in [self.plan.run_name(exp, self.plan.seeds[0])]
         ]  # fmt: skip
         for pair in self.config["table2"]["pairs"]:
             src, tgt = languages(pair)

@@ -17,6 +17,8 @@ from transformer_core.data.registry import load_registry
 from transformer_core.workflow_plan.config_checks import (
     check,
     check_cores,
+    check_decoding,
+    check_dev_splits,
     check_values,
     defaulted_keys,
     job_threads,
@@ -41,6 +43,7 @@ from transformer_core.workflow_plan.tables import (
 )
 
 check_values(config)  # before anything walks it: a YAML alias bomb stops here
+check_decoding(config)  # one line for a bad grid, before the schema's longer messages
 DEFAULTED = defaulted_keys(config)  # before validate() fills them in
 validate(config, "../schemas/config.schema.yaml")
 if DEFAULTED:
@@ -49,7 +52,9 @@ if DEFAULTED:
         + ", ".join(f"{key}={lookup(config, key)[1]}" for key in DEFAULTED),
         file=sys.stderr,
     )
-check(config, known_datasets=tuple(load_registry().datasets))
+REGISTRY = load_registry()
+check(config, known_datasets=tuple(REGISTRY.datasets))
+check_dev_splits(config, REGISTRY.datasets)
 try:
     check_cores(workflow.cores)
 except WorkflowError:  # --lint, --report: no core count, no job
@@ -76,6 +81,7 @@ wildcard_constraints:
     split="train|dev|test",
     exp=f"(?:{'|'.join(EXPERIMENTS)})(?:-seed[0-9]+)?",  # a run: experiment [+ seed], see run_name
     ckpt="avg|last",
+    point=r"(\.beam[0-9]+-alpha[0-9][0-9.e+-]*)?",  # a grid point's decode of dev, or none (evaluate.smk)
     quantization="|".join(EXPORT_QUANTIZATIONS),  # of a CTranslate2 export (export.smk)
     shard="[0-9]{4}-of-[0-9]{4}",  # a shard of a pair's training corpus (data.smk)
 
@@ -103,6 +109,28 @@ def input_dir(name):
 def output_dir(wildcards, output):
     """The folder of the first output (tools that write a set of files into a folder)."""
     return os.path.dirname(output[0])
+
+
+def decode_settings_input(wildcards):
+    """The decoding settings file (decode_choice's) a translate or score job reads its beam
+    and alpha from; none for a grid point's, whose file name gives them."""
+    if wildcards.point:
+        return []
+    return PLAN.decode_choice_path(wildcards.pair, wildcards.exp, wildcards.ckpt)
+
+
+def settings_flag(flag, input):
+    """``flag`` and the job's decoding settings file (its input ``settings``), or nothing."""
+    return [flag, input.settings] if input.settings else []
+
+
+def decode_args(wildcards, input):
+    """A translate or bleu_curve job's search and runtime options: its settings file's, or
+    the beam and alpha of its grid point (workflow_plan.runs.RunPlan.decode_args)."""
+    point = getattr(wildcards, "point", "")
+    return settings_flag("--decode-settings", input) + PLAN.decode_args(
+        wildcards.pair, point
+    )
 
 
 def configured_threads(rule_name):

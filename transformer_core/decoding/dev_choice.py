@@ -1,0 +1,190 @@
+"""Decoding settings chosen on the development set, as the paper chose its beam and length
+penalty ("chosen after experimentation on the development set", section 6.1).
+
+Where a configuration's ``decode.beam`` or ``decode.alpha`` is ``dev``, the workflow decodes
+a model's dev split once per point of ``decode.grid`` (one job each), scores each, and
+``choose`` picks the point of the highest sacreBLEU; ties go to the paper's value (beam 4,
+alpha 0.6), then to the smaller alpha, then to the smaller beam. The record it writes
+(``choice_record``: the settings, where each came from, the whole sweep) is what the test
+decode reads its beam and alpha from (``read_settings``), and what the tables and the report
+show beside each score. A setting given as a number is recorded as coming from the
+configuration, with no sweep, so that every score names the settings that made it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from transformer_core.errors import UserError
+from transformer_core.settings import DEV, DecodeOptions
+
+CRITERION = "sacrebleu"  # the dev score the choice maximizes
+CHOSEN_FIELDS = ("beam", "alpha")  # the DecodeOptions fields a settings file gives
+PAPER = DecodeOptions()  # the paper's beam 4 and alpha 0.6: where scores tie
+TIES = (
+    f"equal dev {CRITERION}: the paper's value (beam {PAPER.beam}, alpha {PAPER.alpha}), then "
+    "the smaller alpha, then the smaller beam"
+)
+_POINT = re.compile(r"beam([0-9]+)-alpha([0-9][0-9.e+-]*)")
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One beam size and length penalty of a sweep."""
+
+    beam: int
+    alpha: float
+
+    @property
+    def name(self) -> str:
+        """The point in file names: ``beam4-alpha0.6`` (alpha as Python writes the float, so
+        that every value has one name and reads back to itself)."""
+        return f"beam{self.beam}-alpha{float(self.alpha)!r}"
+
+    @classmethod
+    def parse(cls, name: str) -> GridPoint:
+        match = _POINT.fullmatch(name)
+        if not match:
+            raise UserError(f"{name!r} is not a grid point's name (beam<N>-alpha<X>)")
+        return cls(int(match.group(1)), float(match.group(2)))
+
+
+def is_dev(value: Any) -> bool:
+    return value == DEV
+
+
+def grid_points(beam: int | str, alpha: float | str, grid: dict[str, list]) -> list[GridPoint]:
+    """The points to decode: ``grid``'s beams where ``beam`` is ``dev``, else ``beam`` alone,
+    times ``grid``'s alphas where ``alpha`` is ``dev``, else ``alpha`` alone. Empty where
+    neither is ``dev``: nothing to choose."""
+    if not (is_dev(beam) or is_dev(alpha)):
+        return []
+    beams = grid["beam"] if is_dev(beam) else [beam]
+    alphas = grid["alpha"] if is_dev(alpha) else [alpha]
+    return [GridPoint(int(b), float(a)) for b in beams for a in alphas]
+
+
+def _rank(item: dict[str, Any]) -> tuple:
+    """Sort key of a sweep's points, best first (``TIES``)."""
+    return (
+        -item[CRITERION],
+        item["beam"] != PAPER.beam or item["alpha"] != PAPER.alpha,
+        item["alpha"],
+        item["beam"],
+    )
+
+
+def choose(sweep: list[dict[str, Any]]) -> dict[str, Any]:
+    """The point of ``sweep`` (items with ``beam``, ``alpha`` and the criterion's score) with
+    the highest dev score; ties as ``TIES`` says."""
+    if not sweep:
+        raise UserError("no grid point to choose from")
+    return min(sweep, key=_rank)
+
+
+def sweep_item(point: GridPoint, score: dict[str, Any], path: str) -> dict[str, Any]:
+    """One point of a sweep: its settings, both BLEU variants of its dev decode (a ``score``
+    result read from ``path``), and the length ratio of its output to the reference."""
+    ratio = (score.get("sacrebleu_stats") or {}).get("ratio")  # sacreBLEU's hyp / ref length
+    return {
+        "beam": point.beam,
+        "alpha": point.alpha,
+        "sacrebleu": score["sacrebleu"],
+        "bleu_paper_style": score["bleu_paper_style"],
+        "length_ratio": ratio,
+        "score": path,
+    }
+
+
+def _read_json(path: str | os.PathLike, what: str) -> Any:
+    """The JSON of ``path``, a ``what`` file; a UserError naming it where it is missing or cut."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{what} not found: {path}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{path}: not a {what} ({err})") from None
+
+
+def read_score(path: str | os.PathLike) -> dict[str, Any]:
+    """A ``score`` result with finite BLEU values; otherwise a UserError naming the file."""
+    score = _read_json(path, "score file of `score`")
+    for key in (CRITERION, "bleu_paper_style"):
+        value = score.get(key) if isinstance(score, dict) else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UserError(f"{path}: {key} is not a number ({value!r})")
+        if not math.isfinite(value):
+            raise UserError(f"{path}: {key} is {value}, not a finite number")
+    return score
+
+
+def choice_record(
+    beam: int | str,
+    alpha: float | str,
+    points: list[tuple[GridPoint, str]],
+    chosen_for: str,
+) -> dict[str, Any]:
+    """The decoding settings of a model: ``beam`` and ``alpha`` as configured (a number, or
+    ``dev``), the dev score files of ``points`` where one is ``dev``, and ``chosen_for``, the
+    model whose dev decodes they are (recorded where there is a sweep). Every point must match
+    the configured numbers."""
+    sweep = []
+    for point, path in points:
+        if not is_dev(beam) and point.beam != beam:
+            raise UserError(f"{path}: decoded with beam {point.beam}, but the beam is {beam}")
+        if not is_dev(alpha) and point.alpha != alpha:
+            raise UserError(f"{path}: decoded with alpha {point.alpha}, but alpha is {alpha}")
+        sweep.append(sweep_item(point, read_score(path), path))
+    if (is_dev(beam) or is_dev(alpha)) and not sweep:
+        raise UserError("a setting is `dev`, but no grid point's dev score was given (--point)")
+    if not (is_dev(beam) or is_dev(alpha)) and sweep:
+        raise UserError(f"beam {beam} and alpha {alpha} are given: there is nothing to choose")
+    chosen = choose(sweep) if sweep else {"beam": beam, "alpha": alpha}
+    # A choice at the top of its grid says the best value may lie beyond it.
+    at_top = [
+        key
+        for key, setting in (("beam", beam), ("alpha", alpha))
+        if is_dev(setting)
+        and len({item[key] for item in sweep}) > 1
+        and chosen[key] == max(item[key] for item in sweep)
+    ]
+    return {
+        "beam": int(chosen["beam"]),
+        "alpha": float(chosen["alpha"]),
+        "from": {
+            "beam": "dev" if is_dev(beam) else "config",
+            "alpha": "dev" if is_dev(alpha) else "config",
+        },
+        "chosen_for": chosen_for if sweep else None,
+        "criterion": CRITERION,
+        "ties": TIES,
+        "sweep": sorted(sweep, key=lambda item: (item["beam"], item["alpha"])),
+        "largest_of_grid": at_top,
+    }
+
+
+def read_settings(path: str | os.PathLike) -> dict[str, Any]:
+    """A record of ``choice_record``, its beam and alpha checked; a UserError names the file."""
+    record = _read_json(path, "decoding settings file of `decode_choice`")
+    if not isinstance(record, dict) or not isinstance(record.get("from"), dict):
+        raise UserError(f"{path}: not a decoding settings file of `decode_choice`")
+    beam, alpha = record.get("beam"), record.get("alpha")
+    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
+        raise UserError(f"{path}: beam must be an integer of at least 1, got {beam!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise UserError(f"{path}: alpha must be a number, got {alpha!r}")
+    if not 0 <= alpha < math.inf:
+        raise UserError(f"{path}: alpha must be finite and >= 0, got {alpha}")
+    return record
+
+
+def decoding_summary(record: dict[str, Any]) -> dict[str, Any]:
+    """What a score records of the settings that made it: beam, alpha, where each came from,
+    and the model they were chosen for (the whole sweep stays in the settings file)."""
+    return {key: record.get(key) for key in ("beam", "alpha", "from", "chosen_for")}
