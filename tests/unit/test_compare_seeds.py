@@ -1,0 +1,23 @@
+"""bench.compare_seeds' Welch's t-test: Student's t distribution against its printed quantiles,
+and the test itself against a hand-worked case."""
+
+import pytest
+
+from bench.compare_seeds import t_two_sided, welch
+
+
+@pytest.mark.parametrize(
+    ("t", "df", "p"),
+    [(12.706, 1, 0.05), (4.303, 2, 0.05), (2.776, 4, 0.05), (2.571, 5, 0.05), (4.604, 4, 0.01),
+     (1.960, 1e6, 0.05), (0.0, 3, 1.0)],
+)  # fmt: skip
+def test_the_t_distribution_meets_its_table(t, df, p):
+    assert t_two_sided(t, df) == pytest.approx(p, abs=2e-4)
+
+
+def test_welch_on_a_worked_case():
+    # Means 37.0 and 36.0, variances 0.25 and 1.0 over 3 seeds each: t = 1 / sqrt(1.25 / 3).
+    result = welch([36.5, 37.0, 37.5], [35.0, 36.0, 37.0])
+    assert result["t"] == pytest.approx(1.549, abs=1e-3)
+    assert result["df"] == pytest.approx(2.94, abs=0.01)  # (1.25/3)^2 / ((1/12)^2/2 + (1/3)^2/2)
+    assert 0.2 < result["p_two_sided"] < 0.25
