@@ -3,7 +3,8 @@
 Subcommands live in ``transformer_core.commands.<name>``; ``COMMANDS`` lists
 them in pipeline order. A ``UserError`` (bad config, missing file) is printed
 as ``transformer-core <cmd>: error: ...`` with exit status 2, never as a
-traceback.
+traceback; under torchrun by rank 0 alone (torchrun then adds its own report of
+the ranks' exit status).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import os
 import sys
 
 from transformer_core import __version__
@@ -68,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except UserError as err:
-        print(f"transformer-core {args.command}: error: {err}", file=sys.stderr)
+        # Under torchrun every rank meets the same mistake: rank 0 alone says it.
+        if os.environ.get("RANK", "0") == "0":
+            print(f"transformer-core {args.command}: error: {err}", file=sys.stderr)
         return 2
     except OSError as err:
         if err.errno not in ENVIRONMENT_ERRORS:

@@ -173,6 +173,14 @@ def check_input_file(path: str | os.PathLike, what: str = "input") -> None:
         raise UserError(f"{what} {source}: no such file")
 
 
+def check_regular_file(path: str | os.PathLike, what: str = "input") -> None:
+    """``check_input_file``, and a regular file: one read more than once (hashed, then loaded)
+    cannot be a pipe, whose second read is empty."""
+    check_input_file(path, what)
+    if not Path(path).is_file():
+        raise UserError(f"{what} {path} is not a regular file (a pipe or device); give a file")
+
+
 def check_not_inputs(
     outputs: dict[str, str | os.PathLike | None], inputs: dict[str, str | os.PathLike | None]
 ) -> None:

@@ -234,6 +234,51 @@ def test_a_run_of_two_nodes_resumes_on_one_with_the_same_trajectory(two_nodes, t
         assert step == same and loss == pytest.approx(expected, rel=1e-6)
 
 
+def test_a_requeue_under_max_tokens_auto_keeps_the_recorded_micro_batch(
+    two_nodes, tmp_path, capsys
+):
+    """A cluster requeues a run of 2 ranks (40 tokens a micro-batch: what auto takes there)
+    onto 1 with the same `--max-tokens auto`, which would take 80 there: it was refused ("pass
+    the same settings") and the workflow retrained from step 0; it continues the trajectory."""
+    run = tmp_path / "run"
+    shutil.copytree(two_nodes["root"] / "two_nodes", run)
+    for later in ("checkpoints/step_0000006.pt", "summary.json", "last.pt"):
+        (run / later).unlink()
+    (run / "train.lock").unlink(missing_ok=True)
+    args = ["train", "--train", two_nodes["corpus"], "--dev", two_nodes["dev"], *COMMON]
+    auto = [*CUT_INTERVAL, "--max-tokens", "auto", "--out-dir", str(run), "--resume"]
+    assert main([*map(str, args), *auto, "--restart-if-changed"]) == 0
+    err = capsys.readouterr().err
+    assert "keeping the run's micro-batch of 40 tokens (auto would take 80 on 1 device(s))" in err
+    assert not (run / "superseded").exists()
+    resumed = load_checkpoint(run / "last.pt")
+    whole = load_checkpoint(two_nodes["root"] / "two_nodes" / "last.pt")
+    assert resumed["token_counts"] == whole["token_counts"]
+    for key, tensor in whole["model"].items():
+        torch.testing.assert_close(resumed["model"][key], tensor, rtol=0, atol=1e-6)
+
+
+def test_a_refusal_under_torchrun_is_said_once(two_nodes, tmp_path):
+    """Every rank meets the same mistake (here the run's 2 ranks resumed on 3, whose epoch
+    cuts other micro-batches); the refusal was printed once per rank."""
+    run = tmp_path / "run"
+    shutil.copytree(two_nodes["root"] / "two_nodes", run)
+    for later in ("checkpoints/step_0000006.pt", "summary.json", "last.pt"):
+        (run / later).unlink()
+    (run / "train.lock").unlink(missing_ok=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "3",
+         "-m", "transformer_core", "train", "--train", str(two_nodes["corpus"]), "--dev",
+         str(two_nodes["dev"]), *COMMON, *CUT_INTERVAL, "--out-dir", str(run), "--resume"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    refusals = [
+        line for line in proc.stderr.splitlines() if "transformer-core train: error:" in line
+    ]
+    assert len(refusals) == 1 and "written by 2 rank(s), this run has 3" in refusals[0]
+
+
 def test_a_resume_on_ranks_that_cut_other_micro_batches_is_refused(two_nodes, tmp_path, capsys):
     run = tmp_path / "run"
     shutil.copytree(two_nodes["root"] / "two_nodes", run)

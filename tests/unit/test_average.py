@@ -127,6 +127,18 @@ def test_cli_writes_a_loadable_checkpoint(tmp_path):
         text=True,
     )
     assert bad.returncode == 2 and "--last" in bad.stderr
+    # An average with one of its own sources would weigh that source twice: refused.
+    again = subprocess.run(
+        [sys.executable, "-m", "transformer_core", "average", "--checkpoints", str(out),
+         str(checkpoint_path(run / "checkpoints", 2)), "--out", str(tmp_path / "twice.pt")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert again.returncode == 2 and not (tmp_path / "twice.pt").exists()
+    assert again.stderr.strip().splitlines() == [
+        f"transformer-core average: error: {out} is itself an average (of "
+        f"{checkpoint_path(run / 'checkpoints', 1)}, {checkpoint_path(run / 'checkpoints', 2)}): "
+        "average the training checkpoints it was made from instead"
+    ]
 
 
 def test_different_shapes_from_files(tmp_path):

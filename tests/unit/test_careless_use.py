@@ -8,7 +8,10 @@ import gzip
 import hashlib
 import json
 import os
+import shlex
 import shutil
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -73,6 +76,30 @@ def test_score_refuses_to_write_over_its_hypotheses(tmp_path, capsys):
     assert status == 2
     one_line_error(err, f"--out {hyp} is --hyp {hyp}")
     assert hyp.read_text() == "a small cat\n"
+
+
+def test_score_reads_files_through_pipes_once(tmp_path):
+    """`--hyp <(cat a) --ref <(cat b)`: a pipe can be read once; each was read two or three
+    times (the empty check, the score, the interval), leaving 0 lines or some of them."""
+    text = "".join(f"sentence {i} of the test set .\n" for i in range(5000))
+    (tmp_path / "a.txt").write_text(text)
+    command = (
+        f"{shlex.quote(sys.executable)} -m transformer_core score --hyp <(cat a.txt) "
+        "--ref <(cat a.txt) --bootstrap-resamples 40 --out s.json"
+    )
+    proc = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    score = json.loads((tmp_path / "s.json").read_text())
+    assert score["n_lines"] == 5000 and score["sacrebleu"] == pytest.approx(100.0)
+    assert score["sacrebleu_ci"]["resamples"] == 40
+
+
+def test_a_step_larger_than_the_corpus_is_refused_before_training(world, tmp_path, capsys):
+    """--tokens-per-step 10^12 meant 10^9 micro-batches of accumulation, memory growing."""
+    run = tmp_path / "run"
+    status, err = cli(capsys, *train_args(world, run), "--tokens-per-step", "1000000000000")
+    assert status == 2 and not (run / "checkpoints").exists()
+    one_line_error(err, "--tokens-per-step 1,000,000,000,000 is more than the training set's")
 
 
 # -- search settings that are not numbers ----------------------------------------------------------

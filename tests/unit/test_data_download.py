@@ -285,7 +285,9 @@ def test_corrupt_archive_rejected_and_good_extraction_kept(server, toy, tmp_path
 
     corrupt = bytearray(toy)
     corrupt[len(corrupt) // 2] ^= 0xFF
-    (cache / "toy.tgz").write_bytes(bytes(corrupt))  # damaged on disk
+    stored = (cache / "toy.tgz").stat()
+    (cache / "toy.tgz").write_bytes(bytes(corrupt))  # damaged on disk, its times kept (a bad
+    os.utime(cache / "toy.tgz", ns=(stored.st_atime_ns, stored.st_mtime_ns))  # sector, not a user)
     server.files["toy.tgz"] = bytes(corrupt)  # and served damaged
     with pytest.raises(UserError) as err:
         build_dataset(registry.dataset("toy_en_de"), registry, Fetcher(cache), out, ["test"])

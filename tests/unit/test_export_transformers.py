@@ -5,6 +5,7 @@ model card, and the models MarianMT cannot express refused in one line. Skipped,
 where transformers (the hf extra) is not installed."""
 
 import json
+import os
 
 import pytest
 import sentencepiece as spm
@@ -91,6 +92,9 @@ def test_the_model_card_states_the_score_and_the_command(tmp_path, spm_model):
     assert "paper-style BLEU 28.02" in card and "--format transformers" in card
     assert json.loads((tmp_path / "hf" / "export.json").read_text())["format"] == "transformers"
     assert "(beam 4, GNMT's length penalty with alpha 0.6)" in card  # a score without its search
+    assert 'return_tensors="pt", truncation=True)' in card  # cut as the docs say, not IndexError
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "hf").iterdir()}
+    assert len(set(modes.values())) == 1, modes  # the weights as readable as the rest
 
 
 def test_the_card_and_generation_config_carry_the_search_that_made_the_score(tmp_path, spm_model):
@@ -127,3 +131,98 @@ def test_a_score_file_that_is_not_one_is_named(tmp_path, spm_model, capsys):
     (tmp_path / "score.json").write_text('{"bleu": 1}')
     assert export(tmp_path, spm_model, "--score", str(tmp_path / "score.json")) == 2
     assert "--score" in capsys.readouterr().err and not (tmp_path / "hf").exists()
+
+
+def test_a_reexport_never_replaces_what_a_user_changed(tmp_path, spm_model, capsys):
+    """export.json records each file's sha256: notes appended to the card, or weights saved back
+    after fine-tuning, make a re-export refuse, naming the file, and keep the folder as it is."""
+    checkpoint(tmp_path / "model.pt")
+    assert export(tmp_path, spm_model) == 0
+    card = tmp_path / "hf" / CARD
+    card.write_text(card.read_text() + "\nMy notes.\n")
+    capsys.readouterr()
+    assert export(tmp_path, spm_model) == 2
+    assert f"{CARD} has changed since the export wrote it" in capsys.readouterr().err
+    assert card.read_text().endswith("My notes.\n")
+    card.unlink()  # a file of the export deleted: nothing of the user's to lose
+    assert export(tmp_path, spm_model) == 0 and not card.read_text().endswith("My notes.\n")
+    weights = tmp_path / "hf" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\0")  # "fine-tuned" and saved back
+    assert export(tmp_path, spm_model) == 2
+    assert "model.safetensors has changed since the export wrote it" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (("--quantization", "int8"), "--quantization int8 is CTranslate2's weight type"),
+        (
+            ("--format", "ctranslate2", "--score", "SCORE"),
+            "--score goes with --format transformers",
+        ),
+    ],
+)
+def test_a_flag_the_format_would_ignore_is_refused(tmp_path, spm_model, capsys, extra, named):
+    checkpoint(tmp_path / "model.pt")
+    (tmp_path / "score.json").write_text('{"sacrebleu": 1.0, "bleu_paper_style": 1.0}')
+    extra = [str(tmp_path / "score.json") if a == "SCORE" else a for a in extra]
+    assert export(tmp_path, spm_model, *extra) == 2
+    err = capsys.readouterr().err
+    assert named in err and err.count("\n") == 1 and not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('{"sacrebleu": NaN, "bleu_paper_style": 1.0}', "sacrebleu is nan, not a finite number"),
+        ('{"sacrebleu": 1.0, "bleu_paper_style": Infinity}', "bleu_paper_style is inf"),
+        ('{"sacrebleu": null, "bleu_paper_style": 1.0}', "sacrebleu is not a number (None)"),
+        ('{"sacrebleu": "27.3", "bleu_paper_style": 1.0}', "sacrebleu is not a number ('27.3')"),
+    ],
+)
+def test_a_card_is_never_built_from_bad_values(tmp_path, spm_model, capsys, text, named):
+    checkpoint(tmp_path / "model.pt")
+    (tmp_path / "score.json").write_text(text)
+    assert export(tmp_path, spm_model, "--score", str(tmp_path / "score.json")) == 2
+    assert named in capsys.readouterr().err and not (tmp_path / "hf").exists()
+
+
+def test_an_average_copied_out_of_its_run_titles_its_card_from_itself(tmp_path, spm_model, capsys):
+    from transformer_core.training.average import average_files
+
+    model = checkpoint(tmp_path / "run" / "a.pt")
+    cfg = model.cfg
+    save_checkpoint(tmp_path / "run" / "a.pt", cfg, model.state_dict(), experiment="big", step=1)
+    save_checkpoint(tmp_path / "run" / "b.pt", cfg, model.state_dict(), experiment="big", step=2)
+    average_files([tmp_path / "run" / "a.pt", tmp_path / "run" / "b.pt"], tmp_path / "model.pt")
+    assert export(tmp_path, spm_model) == 0
+    card = (tmp_path / "hf" / CARD).read_text()
+    assert card.startswith("# big: a reproduction") and "checkpoints of steps 1, 2." in card
+    # A run's summary beside the checkpoint, cut off: named, not a traceback.
+    (tmp_path / "summary.json").write_text('{"experiment": "big", "train')
+    assert export(tmp_path, spm_model) == 2
+    assert f"{tmp_path / 'summary.json'}: not a training summary" in capsys.readouterr().err
+
+
+def test_export_inputs_and_outputs_it_cannot_use_are_one_line(tmp_path, spm_model, capsys):
+    checkpoint(tmp_path / "model.pt")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    base = ["export", "--format", "transformers"]
+    cases = [
+        (["--checkpoint", fifo, "--spm", spm_model, "--out", tmp_path / "a"],
+         f"--checkpoint {fifo} is not a regular file"),
+        (["--checkpoint", tmp_path, "--spm", spm_model, "--out", tmp_path / "a"],
+         f"--checkpoint {tmp_path} is a directory"),
+        (["--checkpoint", tmp_path / "model.pt", "--spm", fifo, "--out", tmp_path / "a"],
+         f"--spm {fifo} is not a regular file"),
+        (["--checkpoint", tmp_path / "model.pt", "--spm", spm_model, "--out", ""],
+         "--out is empty"),
+        (["--checkpoint", tmp_path / "model.pt", "--spm", spm_model, "--out", "."],
+         "--out . is the working folder or holds it"),
+    ]  # fmt: skip
+    for args, named in cases:
+        assert main([*base, *map(str, args)]) == 2, named
+        err = capsys.readouterr().err
+        assert named in err and err.count("\n") == 1, err
+    assert not (tmp_path / "a").exists()

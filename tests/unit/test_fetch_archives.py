@@ -178,12 +178,34 @@ def test_a_local_copy_of_the_wrong_size_is_not_used(server, tmp_path):
     registry = served_registry(server, GOOD, size=len(GOOD))
     (tmp_path / "mirror").mkdir()
     (tmp_path / "mirror" / "c.tgz").write_bytes(GOOD[:-1])  # one byte short
-    (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "c.tgz").write_bytes(GOOD + b"\0")  # one byte long
     build(registry, tmp_path)
-    assert server.requests == [("c.tgz", None)]  # both refused: downloaded instead
+    assert server.requests == [("c.tgz", None)]  # refused: downloaded instead
     assert (tmp_path / "cache" / "c.tgz").read_bytes() == GOOD
     assert (tmp_path / "out" / "train.en").read_text() == "\n".join(EN) + "\n"
+
+
+def test_a_cache_file_the_user_put_there_is_refused_and_kept(server, tmp_path):
+    """The offline message invites the user to put files into the cache: one that fails the
+    registry's checks (here, a registry with a wrong checksum and the user's right file) is
+    named and kept, never deleted nor overwritten; one a download stored is replaced."""
+    wrong = hashlib.sha256(b"not the archive").hexdigest()
+    registry = served_registry(server, GOOD, sha256=wrong)
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "c.tgz").write_bytes(GOOD)  # the user's good file
+    with pytest.raises(
+        UserError, match=r"c\.tgz: sha256 .* was not stored by a download, so it is kept"
+    ):
+        build(registry, tmp_path)
+    assert (tmp_path / "cache" / "c.tgz").read_bytes() == GOOD and server.requests == []
+    # A file a download stored, then pinned to another checksum: deleted and fetched again.
+    (tmp_path / "cache" / "c.tgz").unlink()
+    build(served_registry(server, GOOD, sha256=hashlib.sha256(GOOD).hexdigest()), tmp_path)
+    (tmp_path / "out").rename(tmp_path / "first")
+    server.requests.clear()
+    registry = served_registry(server, GOOD, size=len(GOOD), sha256=wrong)
+    with pytest.raises(UserError, match="rejected"):  # the server's copy fails the pin too
+        build(registry, tmp_path)
+    assert server.requests == [("c.tgz", None)] and not (tmp_path / "cache" / "c.tgz").exists()
 
 
 @pytest.mark.parametrize("mode", ["w", "w:gz"])
@@ -278,6 +300,27 @@ def test_a_registry_file_can_replace_the_shipped_one(tmp_path, monkeypatch):
 def test_a_registry_size_must_be_a_positive_integer(size):
     with pytest.raises(ConfigError, match=r"files\.c\.tgz\.size: must be an integer of at least 1"):
         parse_registry({"files": {"c.tgz": {"size": size}}, "datasets": {}})
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        # YAML reads an unquoted checksum of digits as a number: never "no checksum".
+        ({"files": {"c.tgz": {"sha256": 0}}}, r"files\.c\.tgz\.sha256: must be a string of 64 hex"),
+        ({"files": {"c.tgz": {"sha256": "ab" * 31}}}, r"files\.c\.tgz\.sha256: must be a string"),
+        ({"files": {"c.tgz": {"md5": 123}}}, r"files\.c\.tgz\.md5: must be a string of 32 hex"),
+        ({"files": [1, 2]}, r"^files: must be a mapping, got \[1, 2\]$"),
+        ({"files": {"a.gz": [1]}}, r"^files\.a\.gz: must be a mapping"),
+        ({"files": {"a.gz": {"url": 123}}}, r"^files\.a\.gz\.url: must be a non-empty string"),
+        ({"files": {"a.gz": {"mirror_dirs": "multi30k"}}}, r"^files\.a\.gz\.mirror_dirs: must be a list"),
+        ({"datasets": {"x": [1]}}, r"^datasets\.x: must be a mapping"),
+        ({"datasets": {"x": {"src": "en", "tgt": "de", "splits": {"train": [1]}}}},
+         r"^datasets\.x\.splits\.train\[0\]: must be a mapping"),
+    ],
+)  # fmt: skip
+def test_a_malformed_registry_is_one_line_naming_the_key(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_registry({"files": {}, "datasets": {}, **raw})
 
 
 def test_the_shipped_wmt14_archives_are_pinned():

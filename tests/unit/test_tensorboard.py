@@ -2,15 +2,17 @@
 dev steps, none on other ranks or when off, and a resumed run that shows every step once."""
 
 import json
+import sys
 
 import pytest
 from conftest import TRAIN_SHAPE
 from corpora import write_corpus
 
+from transformer_core.errors import UserError
 from transformer_core.model.checkpoint import list_checkpoints
 from transformer_core.settings import TrainConfig
 from transformer_core.training.session import train
-from transformer_core.training.tensorboard import DEV_CURVES, TRAIN_CURVES
+from transformer_core.training.tensorboard import DEV_CURVES, TRAIN_CURVES, tensorboard_available
 
 pytest.importorskip("tensorboard", reason="tensorboard not installed (the monitor extra)")
 
@@ -68,3 +70,41 @@ def test_a_resumed_run_shows_every_step_once(tmp_path):
     assert [step for step, _ in resumed] == [3, 6, 9, 12]
     values = [value for _, value in resumed]
     assert values == pytest.approx([value for _, value in first], rel=1e-6)  # as if never killed
+
+
+def raw_steps(folder) -> list[int]:
+    """The steps of train/loss in the event files as any reader sees them: every record."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    return sorted(
+        event.step
+        for path in sorted(folder.glob("events.out.tfevents.*"))
+        for event in EventFileLoader(str(path)).Load()
+        if any(value.tag == "train/loss" for value in event.summary.value)
+    )
+
+
+def test_a_resumed_run_holds_every_step_once_in_its_files(tmp_path):
+    """TensorBoard's reader hid a killed session's steps (purge_step); other readers of the
+    event files saw them twice: they are now removed from the files."""
+    corpus = write_corpus(tmp_path / "train", n=12)
+    run = tmp_path / "run"
+    train(corpus, run, "base", recipe(), TRAIN_SHAPE)
+    for step, path in list_checkpoints(run / "checkpoints"):
+        if step > 6:
+            path.unlink()
+    for name in ("summary.json", "last.pt"):
+        (run / name).unlink()
+    train(corpus, run, "base", recipe(), TRAIN_SHAPE, resume=True)
+    assert raw_steps(run / "tensorboard") == [3, 6, 9, 12]
+
+
+def test_what_stands_in_the_writers_way_is_one_line(tmp_path, monkeypatch):
+    corpus = write_corpus(tmp_path / "train", n=12)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "tensorboard").write_text("my notes\n")
+    with pytest.raises(UserError, match=r"tensorboard is a file, where the run writes"):
+        train(corpus, tmp_path / "run", "base", recipe(), TRAIN_SHAPE)
+    assert (tmp_path / "run" / "tensorboard").read_text() == "my notes\n"
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # tensorboard without it
+    assert not tensorboard_available()

@@ -385,6 +385,8 @@ def test_out_of_memory_says_to_lower_max_tokens(tmp_path, capsys, monkeypatch):
         *TINY,
         "--max-tokens",
         "64",
+        "--tokens-per-step",
+        "128",
     )
     assert code == 2 and "out of memory at step 1" in err and "lower --max-tokens" in err
 

@@ -36,8 +36,11 @@ def test_paper_config_passes_and_lists_experiments():
         (lambda c: c["scale_rule"].__setitem__("width_divisor", 3), "scale_rule.width_divisor"),
         (lambda c: c.__setitem__("model", {"init": "uniform"}), "model.init"),
         (lambda c: c.__setitem__("model", {"inti": "normal"}), "inti"),
+        # passed `snakemake -n`, then failed in the train job after the data jobs
+        (lambda c: c["train"].update(compute_weights="bf16", precision="fp32"),
+         "train.compute_weights: bf16"),
     ],
-)
+)  # fmt: skip
 def test_semantic_errors_name_the_key(edit, key):
     config = copy.deepcopy(PAPER)
     edit(config)

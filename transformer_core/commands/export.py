@@ -27,16 +27,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quantization",
         choices=EXPORT_QUANTIZATIONS,
-        default="float32",
-        help="ctranslate2: the weight type stored: int8 and int16 quantize the matrices "
+        help="ctranslate2 only: the weight type stored: int8 and int16 quantize the matrices "
         "(activations are quantized as the model runs), float32 keeps them as trained "
         "(default: float32)",
     )
     parser.add_argument(
         "--score",
         metavar="JSON",
-        help="transformers: the model's `score` result, whose BLEU and signature the model card "
-        "states",
+        help="transformers only: the model's `score` result, whose BLEU, signature, beam and "
+        "alpha the model card states",
     )
     parser.add_argument(
         "--out",
@@ -52,7 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     import shlex
     from pathlib import Path
 
@@ -62,9 +60,25 @@ def run(args: argparse.Namespace) -> int:
     from transformer_core.decoding.export_folder import check_export_dir
     from transformer_core.decoding.translate import load_translation_model
     from transformer_core.errors import UserError
-    from transformer_core.files import check_input_file, check_not_inputs, sha256_of
+    from transformer_core.files import (
+        check_input_file,
+        check_not_inputs,
+        check_regular_file,
+        sha256_of,
+    )
     from transformer_core.model.checkpoint import load_checkpoint
 
+    if args.format == "transformers" and args.quantization is not None:
+        raise UserError(
+            f"--quantization {args.quantization} is CTranslate2's weight type: a transformers "
+            "export keeps the float32 weights; leave it out, or give --format ctranslate2"
+        )
+    if args.format == "ctranslate2" and args.score is not None:
+        raise UserError(
+            "--score goes with --format transformers (its model card states the score); a "
+            "CTranslate2 folder has no card"
+        )
+    args.quantization = args.quantization or "float32"
     if args.format == "ctranslate2":
         from transformer_core.decoding.export_ctranslate2 import (
             export_ctranslate2,
@@ -79,16 +93,19 @@ def run(args: argparse.Namespace) -> int:
         )
 
         require_transformers()
-    check_input_file(args.checkpoint, "--checkpoint")
-    check_input_file(args.spm, "--spm")
+    if not args.out.strip():  # Path("") is the working folder
+        raise UserError("--out is empty; give the folder to write the model into")
+    check_regular_file(args.checkpoint, "--checkpoint")  # each read twice: hashed, then loaded
+    check_regular_file(args.spm, "--spm")
     score = None
     if args.score is not None:
+        from transformer_core.decoding.dev_choice import read_score
+
         check_input_file(args.score, "--score")
         try:
-            score = json.loads(Path(args.score).read_text(encoding="utf-8"))
-            score["sacrebleu"], score["bleu_paper_style"]  # noqa: B018 (the card's two numbers)
-        except (ValueError, KeyError, TypeError) as err:
-            raise UserError(f"--score {args.score}: not a score file of `score` ({err})") from None
+            score = read_score(args.score)  # the card's two numbers, finite
+        except UserError as err:
+            raise UserError(f"--score {err}") from None
     check_not_inputs(
         {"--out": args.out},
         {"--checkpoint": args.checkpoint, "--spm": args.spm, "--score": args.score},
@@ -109,12 +126,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         payload = load_checkpoint(args.checkpoint)
         summary = Path(args.checkpoint).parent / "summary.json"  # the run's, beside last.pt
-        trained = json.loads(summary.read_text(encoding="utf-8")) if summary.is_file() else {}
+        trained = read_summary(summary) if summary.is_file() else {}
+        steps = payload.get("steps") or []
         facts = {
             **provenance,
             "experiment": payload.get("experiment") or trained.get("experiment"),
             "train_config": payload.get("train_config") or trained.get("train_config"),
-            "averaged_steps": ", ".join(map(str, payload.get("steps") or [])) or None,
+            "averaged_steps": ", ".join(map(str, steps)) if None not in steps else None,
             "score": score,
             "command": shlex.join(
                 [
@@ -136,3 +154,22 @@ def run(args: argparse.Namespace) -> int:
         made = "transformers, MarianMT"
     print(f"exported {args.checkpoint} to {out} ({made})", file=sys.stderr)
     return 0
+
+
+def read_summary(path) -> dict:
+    """The training summary beside an exported checkpoint (the card's recipe); a file cut off
+    or not a mapping is a UserError naming it."""
+    import json
+
+    from transformer_core.errors import UserError
+
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise UserError(
+            f"{path}: not a training summary ({err}); the card reads the run's recipe from it: "
+            "restore it, or export a copy of the checkpoint kept elsewhere"
+        ) from None
+    if not isinstance(summary, dict):
+        raise UserError(f"{path}: not a training summary (a JSON mapping)")
+    return summary

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 
 from transformer_core.errors import UserError
-from transformer_core.evaluation.bleu import score_files
-from transformer_core.evaluation.significance import RESAMPLES, SEED, score_intervals
+from transformer_core.evaluation.bleu import read_pair, score_lines
+from transformer_core.evaluation.significance import RESAMPLES, SEED, line_intervals
 from transformer_core.files import (
     atomic_write_text,
     check_input_file,
@@ -54,16 +53,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _has_text(path: str) -> bool:
-    """Whether the (possibly gzipped) file holds any character at all."""
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rb") as handle:
-            return bool(handle.read(1))
-    except (OSError, EOFError) as err:
-        raise UserError(f"cannot read {path}: {err}") from None
-
-
 def run(args: argparse.Namespace) -> int:
     check_input_file(args.hyp, "--hyp")
     check_input_file(args.ref, "--ref")
@@ -77,12 +66,13 @@ def run(args: argparse.Namespace) -> int:
         from transformer_core.decoding.dev_choice import decoding_summary, read_settings
 
         decoding = decoding_summary(read_settings(args.decoding))
-    if not _has_text(args.hyp) and not _has_text(args.ref):
+    hyps, refs = read_pair(args.hyp, args.ref)  # once: a pipe can be read only once
+    if not hyps and not refs:
         raise UserError(f"{args.hyp} and {args.ref} are both empty: there is nothing to score")
-    result = score_files(args.hyp, args.ref, args.lang)
+    result = score_lines(hyps, refs, args.lang, args.hyp, args.ref)
     if args.bootstrap_resamples:
-        result |= score_intervals(
-            args.hyp, args.ref, args.bootstrap_resamples, args.bootstrap_seed, args.lang
+        result |= line_intervals(
+            hyps, refs, args.bootstrap_resamples, args.bootstrap_seed, args.lang
         )
     if decoding is not None:
         result["decoding"] = decoding

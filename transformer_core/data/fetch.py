@@ -6,8 +6,10 @@ downloaded from a URL mirror or from its own URL into ``CACHE/NAME.part``.
 A download cut off mid-transfer resumes from the bytes already on disk (HTTP
 Range), both within one run (retries) and across runs (the ``.part`` file).
 Every file is checked against its registry size and checksum before use: a
-file that fails is rejected (a cached or downloaded one is deleted) and never
-extracted; a server that announces another size is refused before any byte is
+file that fails is rejected and never extracted. A download that fails is
+deleted; a cached file that fails is deleted only where this pipeline stored it
+there and it is unchanged since (``stored_mark``), and otherwise refused, named
+and kept: a file a user put in the cache is never deleted. A server that announces another size is refused before any byte is
 written. Archives are extracted member by member into a fresh folder named
 after the archive's checksum, renamed into place only when complete, so a bad
 archive can never overwrite good extracted data. Members are matched by their
@@ -133,6 +135,25 @@ def http_download(
             time.sleep(min(2.0 ** (attempt - 1) * 0.1, 10.0))
 
 
+def stored_mark(path: Path) -> Path:
+    """The mark beside a file the fetcher stored in its cache: the file's size and mtime then."""
+    return path.with_name(f".{path.name}.stored")
+
+
+def _stamp(path: Path) -> str:
+    status = path.stat()
+    return f"{status.st_size} {status.st_mtime_ns}\n"
+
+
+def stored_here(path: Path) -> bool:
+    """Whether ``path`` is a file the fetcher stored and nothing has changed since."""
+    mark = stored_mark(path)
+    try:
+        return mark.read_text() == _stamp(path)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 class Fetcher:
     """Finds or downloads registry files into ``cache``, optionally from a ``mirror``."""
 
@@ -159,8 +180,15 @@ class Fetcher:
             error = verification_error(cached, entry)
             if error is None:
                 return cached
-            log(f"rejecting cached file: {error}; deleting it")
+            if not stored_here(cached):
+                raise UserError(
+                    f"{error}; this cache file was not stored by a download, so it is kept: "
+                    f"replace it with the right file, move it away, or correct the registry's "
+                    f"entry {entry.name}"
+                )
+            log(f"rejecting cached file: {error}; deleting it (a download stored it)")
             cached.unlink()
+            stored_mark(cached).unlink(missing_ok=True)
         for candidate in self._mirror_candidates(entry):
             path = Path(candidate)
             if not is_url(candidate) and path.is_file():
@@ -199,6 +227,7 @@ class Fetcher:
                 reasons.append(f"{url}: rejected, {error}")
                 continue
             os.replace(part, self.cache / entry.name)
+            stored_mark(self.cache / entry.name).write_text(_stamp(self.cache / entry.name))
             log(f"{entry.name}: verified and stored in {self.cache}")
             return self.cache / entry.name
         raise Unavailable("; ".join(reasons))

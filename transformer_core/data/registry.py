@@ -101,15 +101,58 @@ class Registry:
             ) from None
 
 
+# The hex digits of each checksum kind: a checksum written as digits, unquoted, reads in YAML
+# as a number, and would otherwise pass as "no checksum".
+CHECKSUM_DIGITS = {"sha256": 64, "md5": 32}
+
+
 def _require(mapping: Any, key: str, where: str) -> Any:
     if not isinstance(mapping, dict) or key not in mapping:
         raise ConfigError(f"{where}: missing key {key!r}")
     return mapping[key]
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _mapping(value: Any, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: must be a mapping, got {_short(value)}")
+    return value
+
+
+def _list(value: Any, where: str) -> list:
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: must be a list, got {_short(value)}")
+    return value
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: must be a non-empty string, got {_short(value)}")
+    return value
+
+
+def _checksum(entry: dict, kind: str, where: str) -> str | None:
+    """The optional checksum ``entry[kind]``: a string of its kind's hex digits."""
+    value = entry.get(kind)
+    digits = CHECKSUM_DIGITS[kind]
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else ""
+    if len(text) != digits or any(c not in "0123456789abcdefABCDEF" for c in text):
+        raise ConfigError(
+            f"{where}.{kind}: must be a string of {digits} hex digits (quoted in YAML), "
+            f"got {_short(value)}"
+        )
+    return text
+
+
 def _source(raw: Any, where: str, files: dict[str, FileEntry]) -> Source:
-    name = _require(raw, "file", where)
-    if name not in files:
+    name = _require(_mapping(raw, where), "file", where)
+    if not isinstance(name, str) or name not in files:
         raise ConfigError(f"{where}.file: {name!r} is not listed under files")
     fmt = raw.get("format", "text")
     if fmt not in ("text", "sgm"):
@@ -148,14 +191,19 @@ def _count(raw: Any, key: str, where: str, minimum: int) -> int | None:
 
 def _dataset(name: str, raw: dict, files: dict[str, FileEntry]) -> Dataset:
     where = f"datasets.{name}"
+    raw = _mapping(raw, where)
     generate = raw.get("generate")
     splits: dict[str, tuple[Part, ...]] = {}
     if generate is None:
-        raw_splits = _require(raw, "splits", where)
+        raw_splits = _mapping(_require(raw, "splits", where), f"{where}.splits")
         for split in SPLITS:
             parts = []
-            for i, part in enumerate(_require(raw_splits, split, f"{where}.splits")):
+            raw_parts = _list(
+                _require(raw_splits, split, f"{where}.splits"), f"{where}.splits.{split}"
+            )
+            for i, part in enumerate(raw_parts):
                 pw = f"{where}.splits.{split}[{i}]"
+                part = _mapping(part, pw)
                 alternatives = tuple(
                     Alternative(
                         src=_source(
@@ -165,14 +213,17 @@ def _dataset(name: str, raw: dict, files: dict[str, FileEntry]) -> Dataset:
                             _require(alt, "tgt", f"{pw}.from[{j}]"), f"{pw}.from[{j}].tgt", files
                         ),
                     )
-                    for j, alt in enumerate(_require(part, "from", pw))
+                    for j, alt in enumerate(_list(_require(part, "from", pw), f"{pw}.from"))
                 )
                 if not alternatives:
                     raise ConfigError(f"{pw}.from: no alternatives")
                 lines = _count(part, "lines", pw, 0)
-                parts.append(Part(_require(part, "name", pw), lines, alternatives))
+                parts.append(
+                    Part(_text(_require(part, "name", pw), f"{pw}.name"), lines, alternatives)
+                )
             splits[split] = tuple(parts)
     else:
+        generate = _mapping(generate, f"{where}.generate")
         for key in ("seed", *SPLITS):
             if not isinstance(_require(generate, key, f"{where}.generate"), int):
                 raise ConfigError(f"{where}.generate.{key}: must be an integer")
@@ -188,34 +239,36 @@ def _dataset(name: str, raw: dict, files: dict[str, FileEntry]) -> Dataset:
     return Dataset(
         name=name,
         description=raw.get("description", ""),
-        src=_require(raw, "src", where),
-        tgt=_require(raw, "tgt", where),
+        src=_text(_require(raw, "src", where), f"{where}.src"),
+        tgt=_text(_require(raw, "tgt", where), f"{where}.tgt"),
         splits=splits,
         generate=generate,
     )
 
 
 def parse_registry(raw: dict, source: str = SHIPPED) -> Registry:
-    """Validate and type a registry mapping (the content of ``datasets.yaml``)."""
+    """Validate and type a registry mapping (the content of ``datasets.yaml``): every key of
+    its kind, a wrong one a ConfigError naming it."""
+    raw = _mapping(raw, "registry")
     files = {}
-    for name, entry in _require(raw, "files", "registry").items():
-        entry = entry or {}
+    for name, entry in _mapping(_require(raw, "files", "registry"), "files").items():
+        where = f"files.{name}"
+        entry = _mapping(entry or {}, where)
         url = entry.get("url")
-        if url is not None and url.rsplit("/", 1)[-1] != name:
-            raise ConfigError(
-                f"files.{name}: the url's basename must be the key (mirror layout): {url}"
-            )
+        if url is not None and _text(url, f"{where}.url").rsplit("/", 1)[-1] != name:
+            raise ConfigError(f"{where}: the url's basename must be the key (mirror layout): {url}")
+        dirs = _list(entry.get("mirror_dirs", []), f"{where}.mirror_dirs")
         files[name] = FileEntry(
             name=name,
             url=url,
-            sha256=entry.get("sha256"),
-            md5=entry.get("md5"),
-            mirror_dirs=tuple(entry.get("mirror_dirs", ())),
-            size=_count(entry, "size", f"files.{name}", 1),
+            sha256=_checksum(entry, "sha256", where),
+            md5=_checksum(entry, "md5", where),
+            mirror_dirs=tuple(_text(d, f"{where}.mirror_dirs[{i}]") for i, d in enumerate(dirs)),
+            size=_count(entry, "size", where, 1),
         )
     datasets = {
         name: _dataset(name, entry, files)
-        for name, entry in _require(raw, "datasets", "registry").items()
+        for name, entry in _mapping(_require(raw, "datasets", "registry"), "datasets").items()
     }
     return Registry(files=files, datasets=datasets, source=source)
 

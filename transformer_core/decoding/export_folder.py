@@ -3,8 +3,9 @@ so that it is the whole export or absent; ``export.json`` last, saying what made
 files are the export's; and the sentencepiece vocabulary both engines take.
 
 A later export into the same folder replaces only an earlier export: a folder holding a file
-that no export wrote (a user's notes, the checkpoint being exported) is refused, naming the
-file. The earlier export is renamed aside (``.NAME.HOST-PID.XXXX.old``) until the new one is in
+that no export wrote (a user's notes, the checkpoint being exported), or a file of the export
+changed since it was written (``export.json`` records each one's sha256: notes appended to the
+card, weights fine-tuned and saved back), is refused, naming the file. The earlier export is renamed aside (``.NAME.HOST-PID.XXXX.old``) until the new one is in
 place, then deleted; a folder left behind by a killed export is removed by the next one, and an
 earlier export set aside by a kill before the swap is put back first.
 """
@@ -21,14 +22,20 @@ from pathlib import Path
 from typing import Any
 
 from transformer_core.errors import UserError
-from transformer_core.files import orphans, temporary_prefix, umask
+from transformer_core.files import orphans, sha256_of, temporary_prefix, umask
 
 MARKER = "export.json"  # written last into every export: what made it, and how to decode it
 
 
 def check_export_dir(out: Path) -> None:
     """An existing ``out`` may be replaced only if it is empty or an earlier export holding
-    nothing but the files its MARKER lists; never a link, a file or a folder of something else."""
+    nothing but the files its MARKER lists; never a link, a file or a folder of something else,
+    nor the working folder or one above it (it cannot be renamed into place)."""
+    if out.resolve() in (Path.cwd(), *Path.cwd().parents):
+        raise UserError(
+            f"--out {out} is the working folder or holds it, which an export cannot replace; "
+            "give a new folder"
+        )
     if out.is_symlink():
         raise UserError(f"--out {out} is a symbolic link; give the folder itself")
     if out.exists() and not out.is_dir():
@@ -41,8 +48,10 @@ def check_export_dir(out: Path) -> None:
             "give a new or empty folder"
         )
     try:
-        listed = set(json.loads((out / MARKER).read_text(encoding="utf-8"))["files"])
-    except (ValueError, KeyError, TypeError):
+        record = json.loads((out / MARKER).read_text(encoding="utf-8"))
+        listed = set(record["files"])
+        written = dict(record.get("sha256") or {})
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise UserError(
             f"--out {out}: its {MARKER} does not list the export's files (an older or damaged "
             "export); remove the folder yourself or give a new one"
@@ -53,6 +62,14 @@ def check_export_dir(out: Path) -> None:
         raise UserError(
             f"--out {out} holds {foreign[0]}, which no export wrote; move it away or give "
             "a new folder (an export replaces only an earlier export)"
+        )
+    changed = sorted(
+        name for name in found & set(written) if sha256_of(out / name) != written[name]
+    )
+    if changed:
+        raise UserError(
+            f"--out {out}: {changed[0]} has changed since the export wrote it; move the folder "
+            "away or give a new one (an export replaces only what an earlier export wrote)"
         )
 
 
@@ -67,6 +84,9 @@ def write_export(out: Path, fill: Callable[[Path], dict[str, Any]]) -> Path:
     try:
         marker = fill(tmp)
         marker["files"] = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
+        for name in marker["files"]:  # some writers make private files (safetensors: 0600)
+            (tmp / name).chmod(0o666 & ~umask())
+        marker["sha256"] = {name: sha256_of(tmp / name) for name in marker["files"]}
         (tmp / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
         tmp.chmod(0o777 & ~umask())  # mkdtemp's folder is private; an export is not
         old = out.parent / f"{temporary_prefix(out)}{os.urandom(4).hex()}.old"

@@ -231,7 +231,7 @@ def model_card(model: Transformer, facts: dict[str, Any]) -> str:
     cfg = model.cfg
     params = sum(p.numel() for p in model.parameters())
     lines = [
-        f"# {facts.get('experiment', 'Transformer')}: a reproduction of Vaswani et al. (2017)",
+        f"# {facts.get('experiment') or 'Transformer'}: a reproduction of Vaswani et al. (2017)",
         "",
         "A Transformer trained by the transformer-core pipeline, exported to MarianMT.",
         "",
@@ -248,8 +248,9 @@ def model_card(model: Transformer, facts: dict[str, Any]) -> str:
         "min(step^-0.5, step * warmup^-1.5), label smoothing "
         f"{cfg.label_smoothing}, dropout {cfg.dropout}.",
     ]
-    if facts.get("train_config"):
-        train = facts["train_config"]
+    recipe = ("steps", "tokens_per_step", "warmup", "lr_scale", "seed")
+    train = facts.get("train_config")
+    if isinstance(train, dict) and all(key in train for key in recipe):
         lines += [
             f"{train['steps']:,} steps of {train['tokens_per_step']:,} target tokens, warmup "
             f"{train['warmup']}, lr_scale {train['lr_scale']}, seed {train['seed']}."
@@ -281,7 +282,7 @@ def model_card(model: Transformer, facts: dict[str, Any]) -> str:
         "",
         'tokenizer = MarianTokenizer.from_pretrained("FOLDER")',
         'model = MarianMTModel.from_pretrained("FOLDER")',
-        'batch = tokenizer(["A man is riding a bike."], return_tensors="pt")',
+        'batch = tokenizer(["A man is riding a bike."], return_tensors="pt", truncation=True)',
         "print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))",
         "```",
         "",

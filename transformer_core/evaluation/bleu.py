@@ -246,7 +246,17 @@ def score_files(hyp_path: str | os.PathLike, ref_path: str | os.PathLike, lang: 
     the paper-style score; ``sacrebleu_stats`` holds the same fields for sacreBLEU.
     Their bootstrap intervals are ``significance.score_intervals``'s.
     """
-    hyps, refs = read_pair(hyp_path, ref_path)
+    return score_lines(*read_pair(hyp_path, ref_path), lang, hyp_path, ref_path)
+
+
+def score_lines(
+    hyps: list[str],
+    refs: list[str],
+    lang: str,
+    hyp_path: str | os.PathLike,
+    ref_path: str | os.PathLike,
+) -> dict:
+    """``score_files`` of lines already read (a pipe can be read only once)."""
     paper = paper_bleu(hyps, refs, lang)
     sacre, signature = sacrebleu_13a(hyps, refs)
     return {

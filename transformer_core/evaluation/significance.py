@@ -140,7 +140,13 @@ def score_intervals(
 ) -> dict[str, dict]:
     """``bleu_paper_style_ci`` and ``sacrebleu_ci``: each BLEU of ``bleu.score_files`` with its
     95% bootstrap interval, as JSON-ready dicts."""
-    hyps, refs = read_pair(hyp_path, ref_path)
+    return line_intervals(*read_pair(hyp_path, ref_path), resamples, seed, lang)
+
+
+def line_intervals(
+    hyps: Sequence[str], refs: Sequence[str], resamples: int, seed: int, lang: str = "de"
+) -> dict[str, dict]:
+    """``score_intervals`` of lines already read."""
     return {
         f"{name}_ci": confidence_interval(variant, hyps, refs, resamples, seed, lang).to_dict()
         for name, variant in (("bleu_paper_style", "paper"), ("sacrebleu", "sacrebleu"))

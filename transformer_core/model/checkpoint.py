@@ -117,6 +117,10 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     mismatch) a ``CorruptCheckpoint``; NaN or infinite weights a UserError naming the weight.
     """
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"checkpoint {path} is a directory; give a checkpoint file")
+    if path.exists() and not path.is_file():
+        raise UserError(f"checkpoint {path} is not a regular file (a pipe or device); give a file")
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
     size = path.stat().st_size

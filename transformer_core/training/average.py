@@ -37,6 +37,12 @@ def average_checkpoints(
     if not checkpoints:
         raise UserError("no checkpoints to average")
     names = names or [f"checkpoint #{i + 1}" for i in range(len(checkpoints))]
+    for ckpt, name in zip(checkpoints, names, strict=True):
+        if "averaged_from" in ckpt:  # its sources would count once per average they are in
+            raise UserError(
+                f"{name} is itself an average (of {', '.join(map(str, ckpt['averaged_from']))}): "
+                "average the training checkpoints it was made from instead"
+            )
     first, first_name = checkpoints[0], names[0]
     for key, what in (
         ("spm_sha256", "their data were encoded with different sentencepiece models"),
@@ -126,8 +132,10 @@ def average_files(paths: list[str | os.PathLike], out: str | os.PathLike) -> Mod
                 raise UserError(f"cannot average {path} with {earlier}: the same file given twice")
     loaded = [load_checkpoint(p) for p in paths]
     config, state = average_checkpoints(loaded, [str(p) for p in paths])
-    provenance = {
-        key: loaded[0][key] for key in ("spm_sha256", "spm_model", "run_id") if loaded[0].get(key)
+    provenance = {  # the run's, so that the average alone says what it is (the export's card)
+        key: loaded[0][key]
+        for key in ("spm_sha256", "spm_model", "run_id", "experiment", "train_config")
+        if loaded[0].get(key)
     }
     save_checkpoint(
         out,

@@ -11,9 +11,12 @@ tokens (what each of its 8 GPUs ran). On a CPU the micro-batch sets no speed, on
 and ``auto`` is the paper's 3,125.
 
 How a step is cut into micro-batches is a hardware choice, not the recipe's: the step holds
-the same number of tokens either way. The choice is a setting of the run (``TrainConfig``):
-a run resumed where ``auto`` would choose otherwise is told so (``run_dir``), as after any
-change of its trajectory.
+the same number of tokens either way. The choice is a setting of the run (``TrainConfig``),
+which ``auto`` keeps when a run resumes (``recorded``): a cluster that requeues a job onto
+another number of devices, where ``auto`` would choose otherwise, continues the run with its
+recorded micro-batch wherever that fits the device, and is refused in one line where it does
+not. A number given for ``max_tokens`` that differs from the run's is a change of its
+trajectory (``run_dir``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import dataclasses
 
 import torch
 
+from transformer_core.data.dataset import ParallelDataset
+from transformer_core.errors import UserError
 from transformer_core.model.config import ModelConfig
 from transformer_core.model.transformer import parameter_count
 from transformer_core.settings import AUTO, TrainConfig
@@ -77,3 +82,36 @@ def resolved(
     return dataclasses.replace(
         cfg, max_tokens=micro_batch_tokens(cfg, model_cfg, device, world_size)
     )
+
+
+def recorded(
+    cfg: TrainConfig, payload: dict | None, model_cfg: ModelConfig, device: torch.device
+) -> TrainConfig:
+    """``cfg`` (``max_tokens`` resolved from ``auto``) with the micro-batch the run resumed
+    from (``payload``, its newest checkpoint) recorded, where that fits ``device``; a run
+    whose micro-batch does not fit is a UserError saying so."""
+    stored = ((payload or {}).get("train_config") or {}).get("max_tokens")
+    if not isinstance(stored, int) or stored == cfg.max_tokens:
+        return cfg
+    if device.type == "cuda":
+        memory = torch.cuda.get_device_properties(device).total_memory
+        if step_memory(model_cfg, stored) > MEMORY_SHARE * memory:
+            raise UserError(
+                f"cannot resume: the run's micro-batches hold {stored:,} tokens (max_tokens auto "
+                f"when it began), which do not fit this GPU's {memory / 2**30:.0f} GiB; resume "
+                f"it on the devices it began on, or give --max-tokens {stored} where it fits"
+            )
+    return dataclasses.replace(cfg, max_tokens=stored)
+
+
+def check_step_size(cfg: TrainConfig, train_set: ParallelDataset, world_size: int) -> None:
+    """A step accumulates micro-batches only up to the training set's target tokens (with
+    EOS): past them it would hold the corpus more than once per update (at 10^12 tokens, 10^9
+    micro-batches, its memory growing). One micro-batch a step (a small corpus) is fine."""
+    tokens = int(train_set.tgt_lens.sum()) + len(train_set.tgt_lens)
+    if cfg.tokens_per_step > tokens and cfg.accumulation(world_size) > 1:
+        raise UserError(
+            f"--tokens-per-step {cfg.tokens_per_step:,} is more than the training set's "
+            f"{tokens:,} target tokens: a step of {cfg.accumulation(world_size):,} "
+            "micro-batches would hold the whole corpus more than once"
+        )

@@ -31,7 +31,7 @@ from transformer_core.errors import UserError
 from transformer_core.evaluation.perplexity import exp_mean_nll
 from transformer_core.model.config import ModelConfig, model_config
 from transformer_core.model.transformer import count_parameters
-from transformer_core.settings import TrainConfig
+from transformer_core.settings import AUTO, TrainConfig
 from transformer_core.training import distributed, micro_batch
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.divergence import DivergenceWatch, dev_diverged
@@ -79,7 +79,19 @@ def train(
         model_cfg = model_config(experiment, vocab_size=train_set.vocab_size, **overrides)
         _check_fits(model_cfg, {"training": train_set, **({"dev": dev_set} if dev_set else {})})
         world_size, device = distributed.planned_ranks(cfg.device)
+        auto = cfg.max_tokens == AUTO
         cfg = micro_batch.resolved(cfg, model_cfg, device, world_size)  # max_tokens: auto
+        if auto:  # a resumed run keeps its micro-batch, on any number of devices it fits
+            chosen, cfg = (
+                cfg.max_tokens,
+                micro_batch.recorded(cfg, folder.previous.payload, model_cfg, device),
+            )
+            if cfg.max_tokens != chosen and int(os.environ.get("RANK", "0")) == 0:
+                print(
+                    f"max_tokens auto: keeping the run's micro-batch of {cfg.max_tokens:,} "
+                    f"tokens (auto would take {chosen:,} on {world_size} device(s))",
+                    file=sys.stderr,
+                )
         _, fixed_shapes = training_compilation(device, cfg.compile, cfg.batch_shapes)
         start = folder.decide(model_cfg, cfg, spm_sha256, fixed_shapes)
         if start.kind == "finished":

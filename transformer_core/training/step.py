@@ -162,6 +162,7 @@ class Trainer:
             fixed_shapes=self.fixed_shapes,
         )
         self.accumulation = cfg.accumulation(ctx.world_size)
+        micro_batch.check_step_size(cfg, train_set, ctx.world_size)  # after the sampler's checks
         self.compiled = compiled
         # A CUDA graph's gradients live in inductor's pool, which the next micro-batch's replay
         # overwrites: summed instead into gradients of our own, zeroed after each step.

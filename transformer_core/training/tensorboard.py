@@ -4,9 +4,10 @@ At each log interval the session already holds the interval's loss, perplexity, 
 and speed on the host (``session.TrainingSession.log_interval``), and after each dev scoring
 the dev loss and perplexity; this writes those values, and on GPUs the peak memory torch's
 allocator reports (a host-side count), so watching a run costs no device read. Only rank 0
-writes, into ``RUN_DIR/tensorboard``. A resumed run continues its curves: the writer tells
-TensorBoard to drop whatever a killed session wrote after the checkpoint it resumes from
-(``purge_step``), so no step shows twice.
+writes, into ``RUN_DIR/tensorboard``. A resumed run continues its curves: what a killed session
+wrote after the checkpoint it resumes from is removed from the event files themselves
+(``purge_events``; TensorBoard's own ``purge_step`` only hides it from TensorBoard's reader), so
+no step shows twice to any reader.
 
 On when the ``tensorboard`` package is installed (the ``monitor`` extra), off with
 ``train.tensorboard: false`` or ``--no-tensorboard``. ``tensorboard --logdir runs/`` shows every
@@ -15,10 +16,14 @@ run of a workflow.
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from transformer_core.errors import UserError
+from transformer_core.files import atomic_open
 
 # metrics.jsonl's keys and the curve each becomes.
 TRAIN_CURVES = {
@@ -35,12 +40,48 @@ DEV_CURVES = {
 
 
 def tensorboard_available() -> bool:
-    """Whether the ``tensorboard`` package that torch's writer needs is installed."""
+    """Whether the ``tensorboard`` package and torch's writer of it import."""
     try:
         import tensorboard  # noqa: F401
+        from torch.utils.tensorboard import SummaryWriter  # noqa: F401
     except ImportError:
         return False
     return True
+
+
+def purge_events(folder: Path, first_step: int) -> int:
+    """Rewrite each event file in ``folder`` without its events at ``first_step`` or later
+    and without a record cut off by a kill; the events dropped. Records are TFRecords (length,
+    its CRC, the serialized Event, its CRC): kept ones are copied byte for byte."""
+    from google.protobuf.message import DecodeError
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    dropped = 0
+    for path in sorted(folder.glob("events.out.tfevents.*")):
+        data, kept, offset, changed = path.read_bytes(), [], 0, False
+        while offset < len(data):
+            if offset + 12 > len(data):
+                changed = True  # a header cut off
+                break
+            (length,) = struct.unpack_from("<Q", data, offset)
+            end = offset + 12 + length + 4
+            if end > len(data):
+                changed = True  # a record cut off
+                break
+            try:
+                step = Event.FromString(data[offset + 12 : end - 4]).step
+            except DecodeError:
+                kept.append(data[offset:])  # not ours to judge: left as it is
+                break
+            if step >= first_step:
+                dropped, changed = dropped + 1, True
+            else:
+                kept.append(data[offset:end])
+            offset = end
+        if changed:
+            with atomic_open(path, "wb") as handle:
+                handle.write(b"".join(kept))
+    return dropped
 
 
 class TrainingCurves:
@@ -53,6 +94,13 @@ class TrainingCurves:
         if enabled and tensorboard_available():
             from torch.utils.tensorboard import SummaryWriter
 
+            if folder.exists() and not folder.is_dir():
+                raise UserError(
+                    f"{folder} is a file, where the run writes its TensorBoard curves; move "
+                    "it away, or train with --no-tensorboard"
+                )
+            if folder.is_dir():
+                purge_events(folder, first_step)
             self.writer = SummaryWriter(log_dir=str(folder), purge_step=first_step)
 
     @property

@@ -337,6 +337,12 @@ def check(config: dict[str, Any], known_datasets: tuple[str, ...] | None = None)
         what = "is a file, not a directory" if Path(mirror).exists() else "does not exist"
         raise ConfigError(f"mirror: {mirror!r} {what} (give a directory or a URL prefix)")
     ModelConfig.from_dict(config.get("model", {}))  # an unknown key or a bad value names model.KEY
+    train = config["train"]
+    if train.get("compute_weights") == "bf16" and train.get("precision") == "fp32":
+        raise ConfigError(
+            "train.compute_weights: bf16 computes with a bf16 copy of the weights, and "
+            "train.precision is fp32; set precision to bf16 (or auto) or compute_weights to fp32"
+        )
     rule = config["scale_rule"]
     for name in experiments(config):
         scaled_model_overrides(name, rule["width_divisor"], rule.get("layer_divisor", 1))

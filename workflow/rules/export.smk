@@ -1,6 +1,8 @@
 # export: an averaged model as a CTranslate2 model folder (the serve extra) or a transformers
 # MarianMT folder (the hf extra), and the targets that export every Table 2 model. Not part of
-# `all`: serving is not a table of the paper.
+# `all`: serving is not a table of the paper. exports/ belongs to the workflow: Snakemake deletes
+# a directory() output before its job reruns, with anything a user put into it (transformer-core
+# export run by hand refuses to replace a user's file; the rules cannot).
 
 
 rule export:
