@@ -204,14 +204,20 @@ def test_two_nodes_equal_one_node_bit_for_bit(two_nodes):
     assert (two_nodes["root"] / "two_nodes" / "metrics.jsonl").is_file()  # rank 0 wrote
 
 
-def test_a_run_of_two_nodes_resumes_on_one_with_the_same_trajectory(two_nodes, tmp_path, capsys):
-    """Preempted on 2 nodes after its step-3 checkpoint, requeued on 1 process: accumulation
-    takes the 2 micro-batches a step the 2 ranks took, in the same order."""
+def preempted(two_nodes, tmp_path):
+    """A copy of the two-node run as a preemption after its step-3 checkpoint leaves it."""
     run = tmp_path / "run"
     shutil.copytree(two_nodes["root"] / "two_nodes", run)
     for later in ("checkpoints/step_0000006.pt", "summary.json", "last.pt"):
         (run / later).unlink()
     (run / "train.lock").unlink(missing_ok=True)
+    return run
+
+
+def test_a_run_of_two_nodes_resumes_on_one_with_the_same_trajectory(two_nodes, tmp_path, capsys):
+    """Preempted on 2 nodes after its step-3 checkpoint, requeued on 1 process: accumulation
+    takes the 2 micro-batches a step the 2 ranks took, in the same order."""
+    run = preempted(two_nodes, tmp_path)
     args = ["train", "--train", two_nodes["corpus"], "--dev", two_nodes["dev"], *COMMON]
     assert main([*map(str, args), *CUT_INTERVAL, "--out-dir", str(run), "--resume"]) == 0
     err = capsys.readouterr().err
@@ -240,11 +246,7 @@ def test_a_requeue_under_max_tokens_auto_keeps_the_recorded_micro_batch(
     """A cluster requeues a run of 2 ranks (40 tokens a micro-batch: what auto takes there)
     onto 1 with the same `--max-tokens auto`, which would take 80 there: it was refused ("pass
     the same settings") and the workflow retrained from step 0; it continues the trajectory."""
-    run = tmp_path / "run"
-    shutil.copytree(two_nodes["root"] / "two_nodes", run)
-    for later in ("checkpoints/step_0000006.pt", "summary.json", "last.pt"):
-        (run / later).unlink()
-    (run / "train.lock").unlink(missing_ok=True)
+    run = preempted(two_nodes, tmp_path)
     args = ["train", "--train", two_nodes["corpus"], "--dev", two_nodes["dev"], *COMMON]
     auto = [*CUT_INTERVAL, "--max-tokens", "auto", "--out-dir", str(run), "--resume"]
     assert main([*map(str, args), *auto, "--restart-if-changed"]) == 0
@@ -261,11 +263,7 @@ def test_a_requeue_under_max_tokens_auto_keeps_the_recorded_micro_batch(
 def test_a_refusal_under_torchrun_is_said_once(two_nodes, tmp_path):
     """Every rank meets the same mistake (here the run's 2 ranks resumed on 3, whose epoch
     cuts other micro-batches); the refusal was printed once per rank."""
-    run = tmp_path / "run"
-    shutil.copytree(two_nodes["root"] / "two_nodes", run)
-    for later in ("checkpoints/step_0000006.pt", "summary.json", "last.pt"):
-        (run / later).unlink()
-    (run / "train.lock").unlink(missing_ok=True)
+    run = preempted(two_nodes, tmp_path)
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "3",
          "-m", "transformer_core", "train", "--train", str(two_nodes["corpus"]), "--dev",
@@ -280,11 +278,7 @@ def test_a_refusal_under_torchrun_is_said_once(two_nodes, tmp_path):
 
 
 def test_a_resume_on_ranks_that_cut_other_micro_batches_is_refused(two_nodes, tmp_path, capsys):
-    run = tmp_path / "run"
-    shutil.copytree(two_nodes["root"] / "two_nodes", run)
-    for later in ("checkpoints/step_0000006.pt", "summary.json", "last.pt"):
-        (run / later).unlink()
-    (run / "train.lock").unlink(missing_ok=True)
+    run = preempted(two_nodes, tmp_path)
     step3 = run / "checkpoints" / "step_0000003.pt"
     payload = load_checkpoint(step3)
     payload["data"]["epoch_batches"] += 1  # as if the 2 ranks had split one batch more

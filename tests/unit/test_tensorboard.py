@@ -53,6 +53,16 @@ def test_no_curves_when_off(tmp_path):
     assert not (tmp_path / "run" / "tensorboard").exists()
 
 
+def killed_after_step_6(run):
+    """The run as a session killed after its step-6 checkpoint (which had logged 9 and 12)
+    leaves it."""
+    for step, path in list_checkpoints(run / "checkpoints"):
+        if step > 6:
+            path.unlink()
+    for name in ("summary.json", "last.pt"):
+        (run / name).unlink()
+
+
 def test_a_resumed_run_shows_every_step_once(tmp_path):
     """A session killed after its checkpoint at step 6 had logged steps 9 and 12; the resumed
     session logs them again, and TensorBoard keeps the second's only."""
@@ -60,11 +70,7 @@ def test_a_resumed_run_shows_every_step_once(tmp_path):
     run = tmp_path / "run"
     train(corpus, run, "base", recipe(), TRAIN_SHAPE)
     first = curves(run / "tensorboard")["train/loss"]
-    for step, path in list_checkpoints(run / "checkpoints"):
-        if step > 6:
-            path.unlink()
-    for name in ("summary.json", "last.pt"):
-        (run / name).unlink()
+    killed_after_step_6(run)
     train(corpus, run, "base", recipe(), TRAIN_SHAPE, resume=True)
     resumed = curves(run / "tensorboard")["train/loss"]
     assert [step for step, _ in resumed] == [3, 6, 9, 12]
@@ -90,11 +96,7 @@ def test_a_resumed_run_holds_every_step_once_in_its_files(tmp_path):
     corpus = write_corpus(tmp_path / "train", n=12)
     run = tmp_path / "run"
     train(corpus, run, "base", recipe(), TRAIN_SHAPE)
-    for step, path in list_checkpoints(run / "checkpoints"):
-        if step > 6:
-            path.unlink()
-    for name in ("summary.json", "last.pt"):
-        (run / name).unlink()
+    killed_after_step_6(run)
     train(corpus, run, "base", recipe(), TRAIN_SHAPE, resume=True)
     assert raw_steps(run / "tensorboard") == [3, 6, 9, 12]
 
