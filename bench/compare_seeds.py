@@ -3,7 +3,10 @@ noise? Each path is a workflow folder trained with several seeds (``seeds``); fo
 reads the test score of the averaged model, the decoding settings chosen for it on dev, and
 its training summary, and compares the two paths' test sacreBLEU by Welch's t-test (unequal
 variances; two-sided p-value from Student's t distribution), beside the means, standard
-deviations, chosen alphas and hypothesis/reference length ratios.
+deviations, chosen alphas and hypothesis/reference length ratios. Where a path translates
+longer than the other, the dev decodes at the paper's alpha (the same setting for every model,
+from the dev grid) show where: the hypothesis/reference length ratio of each band of
+reference lengths, and Welch's test of the two paths' overall dev ratios.
 
     python -m bench.compare_seeds --path exact RUN_FOLDER_A --path fixed RUN_FOLDER_B \\
         [--pair en_de] [--out bench/results/HARDWARE/multi30k_exact_against_fixed_shapes.json]
@@ -68,9 +71,48 @@ def welch(a: list[float], b: list[float]) -> dict:
     return {"t": round(t, 3), "df": round(df, 2), "p_two_sided": round(t_two_sided(t, df), 4)}
 
 
+LENGTH_BANDS = ((1, 9), (10, 14), (15, 19), (20, 1000))  # reference words, both ends included
+EQUAL_ALPHA = 0.6  # the paper's: every run's dev grid holds it
+
+
+def length_ratios(hypotheses: list[str], references: list[str]) -> dict[str, float]:
+    """Whitespace words of the hypotheses over those of the references: overall and for each
+    band of reference lengths (``LENGTH_BANDS``)."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+    pairs = [(len(h.split()), len(r.split())) for h, r in zip(hypotheses, references, strict=True)]
+    ratios = {"all": sum(h for h, _ in pairs) / max(1, sum(r for _, r in pairs))}
+    for low, high in LENGTH_BANDS:
+        band = [(h, r) for h, r in pairs if low <= r <= high]
+        if band:
+            ratios[f"{low}-{high}"] = sum(h for h, _ in band) / sum(r for _, r in band)
+    return {band: round(ratio, 4) for band, ratio in ratios.items()}
+
+
+def dev_length_ratios(folder: Path, pair: str, run: str) -> dict[str, float] | None:
+    """``length_ratios`` of the run's averaged model on dev at ``EQUAL_ALPHA``, beam 4; None
+    where its dev grid did not decode that point."""
+    hyp = folder / "results" / "translations" / pair / f"{run}.dev.avg.beam4-alpha{EQUAL_ALPHA}.txt"
+    if not hyp.is_file():
+        return None
+    ref = folder / "data" / pair / "prepared" / "dev.tgt"
+    return length_ratios(hyp.read_text().splitlines(), ref.read_text().splitlines())
+
+
+def mean_ratios(per_run: list[dict[str, float] | None]) -> dict[str, float] | None:
+    """The mean of each band's ratio over the runs that have dev ratios."""
+    found = [ratios for ratios in per_run if ratios]
+    if not found:
+        return None
+    return {
+        band: round(statistics.fmean(r[band] for r in found if band in r), 4) for band in found[0]
+    }
+
+
 def runs_of(folder: Path, pair: str) -> list[dict]:
     """Every run of ``folder`` with a test score of its averaged model: its name, seed, test
-    scores and length ratio, the alpha chosen for it, its dev perplexity and training time."""
+    scores and length ratio, the alpha chosen for it, its dev length ratios at the paper's
+    alpha, its dev perplexity and training time."""
     found = []
     for score_path in sorted((folder / "results" / "scores" / pair).glob("*.test.avg.json")):
         run = score_path.name.removesuffix(".test.avg.json")
@@ -84,13 +126,14 @@ def runs_of(folder: Path, pair: str) -> list[dict]:
                 "bleu_paper_style": round(score["bleu_paper_style"], 2),
                 "length_ratio": round(score["sacrebleu_stats"]["ratio"], 4),
                 "alpha": (score.get("decoding") or {}).get("alpha"),
+                "dev_length_ratios_at_equal_alpha": dev_length_ratios(folder, pair, run),
                 "dev_ppl": round(summary["dev_ppl"], 3),
                 "batch_shapes": summary["train_config"].get("batch_shapes"),
                 "target_tokens": summary.get("tokens_tgt"),
                 "train_seconds": round(summary["wall_seconds"]),
             }
         )
-    return found
+    return sorted(found, key=lambda run: run["seed"])
 
 
 def main() -> int:
@@ -112,8 +155,19 @@ def main() -> int:
             "sacrebleu_sd": round(statistics.stdev(scores), 2) if len(scores) > 1 else None,
             "length_ratio_mean": round(statistics.fmean(r["length_ratio"] for r in runs), 4),
             "alphas": [run["alpha"] for run in runs],
+            "dev_length_ratios_at_equal_alpha_mean": mean_ratios(
+                [r["dev_length_ratios_at_equal_alpha"] for r in runs]
+            ),
         }
     (a, runs_a), (b, runs_b) = paths.items()
+    dev_ratios = [
+        [
+            r["dev_length_ratios_at_equal_alpha"]["all"]
+            for r in runs
+            if r["dev_length_ratios_at_equal_alpha"]
+        ]
+        for runs in (runs_a, runs_b)
+    ]
     result = {
         "bench": "compare_seeds",
         "pair": args.pair,
@@ -122,8 +176,13 @@ def main() -> int:
         "welch_sacrebleu": welch([r["sacrebleu"] for r in runs_a], [r["sacrebleu"] for r in runs_b])
         if min(len(runs_a), len(runs_b)) > 1
         else None,
+        "equal_alpha": EQUAL_ALPHA,
+        "welch_dev_length_ratio_at_equal_alpha": welch(*dev_ratios)
+        if min(map(len, dev_ratios)) > 1
+        else None,
     }
-    print(json.dumps({"summary": summary, "welch_sacrebleu": result["welch_sacrebleu"]}, indent=1))
+    shown = ("summary", "welch_sacrebleu", "welch_dev_length_ratio_at_equal_alpha")
+    print(json.dumps({key: result[key] for key in shown}, indent=1))
     write_result(args.out or result_path("multi30k_seed_comparison"), result)
     return 0
 

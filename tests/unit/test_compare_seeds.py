@@ -3,7 +3,7 @@ and the test itself against a hand-worked case."""
 
 import pytest
 
-from bench.compare_seeds import t_two_sided, welch
+from bench.compare_seeds import length_ratios, t_two_sided, welch
 
 
 @pytest.mark.parametrize(
@@ -21,3 +21,16 @@ def test_welch_on_a_worked_case():
     assert result["t"] == pytest.approx(1.549, abs=1e-3)
     assert result["df"] == pytest.approx(2.94, abs=0.01)  # (1.25/3)^2 / ((1/12)^2/2 + (1/3)^2/2)
     assert 0.2 < result["p_two_sided"] < 0.25
+
+
+def test_length_ratios_by_reference_band():
+    references = ["a b c", "a b c d e f g h i j k l", "a " * 25]
+    hypotheses = ["a b c d", "a b c d e f", "a " * 20]
+    ratios = length_ratios(hypotheses, references)
+    assert ratios["all"] == pytest.approx(30 / 40, abs=1e-4)
+    assert ratios["1-9"] == pytest.approx(4 / 3, abs=1e-4)
+    assert ratios["10-14"] == 0.5
+    assert ratios["20-1000"] == 0.8
+    assert "15-19" not in ratios  # no reference of that length
+    with pytest.raises(ValueError, match="2 hypotheses for 3 references"):
+        length_ratios(hypotheses[:2], references)
