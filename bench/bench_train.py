@@ -28,7 +28,8 @@ big in bf16 autocast at 25,000 target tokens per step (2 micro-batches of
 torch.profiler: the share of the time the GPU sat idle, its time per step by kind of work
 (matrix products, attention, inductor's fused kernels, softmax, copies, the optimizer, the
 rest), the MFU the step would reach if only its products and attention took time, and the top
-10 kernels.
+10 kernels. Then the peer on the same batches, eager and ``torch.compile`` (``--gpu-peer``):
+each of our rows records its speed over the faster.
 ``--gpu-only`` skips the CPU section.
 
 Run from the repository root (``bench`` is a package):
@@ -55,7 +56,7 @@ import torch
 from bench.hardware import result_path
 from bench.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
 from bench.profile_command import kernel_summary
-from bench.train_runners import Ours, Peer, synthetic_corpus
+from bench.train_runners import Ours, Peer, gpu_peers, gpu_task, synthetic_corpus, timed
 from transformer_core.data.batching import TokenBucketSampler, collate
 from transformer_core.data.token_counts import TokenCounts
 from transformer_core.device import cpu_has_native_bf16
@@ -97,17 +98,6 @@ QUICK = (1, 1, 1)
 DENSE_KINDS = ("matrix product", "attention")  # profile_command.KERNEL_KINDS: the FLOPs' kernels
 
 
-def timed(runner, steps: int, device: torch.device) -> tuple[int, float]:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start, tokens = time.perf_counter(), 0
-    for _ in range(steps):
-        tokens += runner.step()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return tokens, time.perf_counter() - start
-
-
 def cpu_comparison(
     shape: str,
     precision: str,
@@ -128,8 +118,8 @@ def cpu_comparison(
     sampler = TokenBucketSampler(
         dataset.src_lens, dataset.tgt_lens, TOKENS_PER_STEP, seed=ours.trainer.cfg.seed
     )
-    batches = [collate(dataset, b) for b in sampler.batches(0)]
-    peer = Peer(cfg, batches, device, autocast=precision == "bf16")
+    peer_batches = [[collate(dataset, b)] for b in sampler.batches(0)]
+    peer = Peer(cfg, peer_batches, device, autocast=precision == "bf16")
     rates = {"ours": [], "peer": []}
     try:
         for runner in (ours, peer):
@@ -177,11 +167,8 @@ def gpu_throughput(
     (compilation happens there), then ``profile_steps`` under the profiler (``gpu_profile``)."""
     from transformer_core.device import choose_attention_backends
 
-    cfg = model_config("big" if shape == "big" else "base", vocab_size=37000)
+    cfg, dataset = gpu_task(shape, workdir, lengths)
     device = torch.device("cuda", 0)
-    dataset = synthetic_corpus(
-        workdir / f"gpu_{shape}_{lengths[0]}_{lengths[1]}", cfg.vocab_size, 60000, lengths=lengths
-    )
     ours = Ours(
         cfg, dataset, device, "bf16", max_tokens, tokens_per_step, compile, batch_shapes,
         compute_weights,
@@ -300,7 +287,15 @@ def main() -> int:
         help="target tokens per step on the GPU (default: 25000; 3125: what each of 8 GPUs runs)",
     )
     parser.add_argument(
-        "--gpu-only", action="store_true", help="skip the CPU section (and the peer)"
+        "--gpu-only", action="store_true", help="skip the CPU section (and its peer)"
+    )
+    parser.add_argument(
+        "--gpu-peer",
+        nargs="*",
+        default=["eager", "compiled"],
+        choices=["eager", "compiled"],
+        help="the peer's GPU variants, on the batches our Trainer cuts, each our row's speed "
+        "given over the faster (default: eager compiled; none: --gpu-peer alone)",
     )
     parser.add_argument("--gpu-shapes", nargs="+", default=["base", "big"], choices=["base", "big"])
     parser.add_argument(
@@ -351,11 +346,12 @@ def main() -> int:
     args.out = args.out or result_path("train_speed", device)
     torch.set_num_threads(args.threads)
     precisions = [] if args.gpu_only else chosen_precisions(args)
+    peers = not args.gpu_only or (args.gpu_peer and torch.cuda.is_available())
     result = {
         "bench": "train",
         "quick": args.quick,
         "torch": torch.__version__,
-        "transformers": None if args.gpu_only else __import__("transformers").__version__,
+        "transformers": __import__("transformers").__version__ if peers else None,
         "python": platform.python_version(),
         "machine": platform.machine(),
         "threads": args.threads,
@@ -425,6 +421,10 @@ def main() -> int:
                 out_partial = Path(args.out)
                 out_partial.parent.mkdir(parents=True, exist_ok=True)
                 out_partial.write_text(json.dumps(result, indent=2) + "\n")
+            result["gpu_peer"] = gpu_peers(
+                args.gpu_shapes, args.gpu_peer, Path(tmp), tuple(args.gpu_lengths), steps, warmup,
+                args.gpu_max_tokens, args.gpu_tokens_per_step, result["gpu"],
+            )  # fmt: skip
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

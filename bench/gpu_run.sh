@@ -109,7 +109,7 @@ for part in "$@"; do
             --gpu-warmup 10 --gpu-profile-steps 5 --out "$OUT/train_gpu.json" 2>&1 |
             tee "$OUT/train_gpu.log"
         python3 -m bench.bench_train --gpu-only --gpu-shapes base --gpu-compile off \
-            --gpu-cudnn-attention --gpu-steps 30 --gpu-warmup 10 --gpu-profile-steps 0 \
+            --gpu-cudnn-attention --gpu-steps 30 --gpu-warmup 10 --gpu-profile-steps 0 --gpu-peer \
             --out "$OUT/train_gpu_cudnn.json" 2>&1 | tee "$OUT/train_gpu_cudnn.log"
         ;;
     decode)
@@ -234,7 +234,7 @@ print(sum(x != y for x, y in zip(a, b)), 'of', len(a), 'lines differ, GPU eager 
             --gpu-steps 50 --gpu-warmup 10 --gpu-profile-steps 5 --out "$OUT/train_gpu_25k.json" \
             2>&1 | tee "$OUT/train_gpu_25k.log"
         python3 -m bench.bench_train --gpu-only --gpu-max-tokens 25000 --gpu-shapes big \
-            --gpu-compile on --gpu-steps 50 --gpu-warmup 10 --gpu-profile-steps 5 \
+            --gpu-compile on --gpu-steps 50 --gpu-warmup 10 --gpu-profile-steps 5 --gpu-peer \
             --out "$OUT/train_gpu_25k_compiled.json" 2>&1 | tee -a "$OUT/train_gpu_25k.log"
         ;;
     before)

@@ -1,18 +1,24 @@
 """The two trainers bench.bench_train times on the same batches, one optimizer step per call:
-the project's Trainer and a Hugging Face MarianMTModel of the same shape, and the random
-corpus of WMT-like lengths they train on."""
+the project's Trainer and a Hugging Face MarianMTModel of the same shape; the random corpus
+of WMT-like lengths they train on; and the peer's rows of the GPU section, eager and compiled,
+on the batches our Trainer cuts."""
 
 from __future__ import annotations
 
+import json
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from transformer_core.data.batching import TokenBucketSampler, collate
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.decoding.export_transformers import marian_config
+from transformer_core.model.config import model_config
 from transformer_core.model.transformer import count_parameters
 from transformer_core.settings import TrainConfig
 from transformer_core.training.distributed import DistContext
@@ -35,6 +41,18 @@ def synthetic_corpus(
                 rng.integers(4, vocab_size, s).tolist(), rng.integers(4, vocab_size, t).tolist()
             )
     return ParallelDataset(prefix)
+
+
+def timed(runner, steps: int, device: torch.device) -> tuple[int, float]:
+    """``steps`` optimizer steps of ``runner``: the target tokens and the seconds they took."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start, tokens = time.perf_counter(), 0
+    for _ in range(steps):
+        tokens += runner.step()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return tokens, time.perf_counter() - start
 
 
 class Ours:
@@ -69,10 +87,23 @@ class Ours:
         return self.trainer.train_step().tgt_tokens
 
 
-class Peer:
-    """Hugging Face MarianMTModel of the same shape, the same loss and optimizer, pre-collated batches."""
+def peer_steps(sampler: TokenBucketSampler, dataset, accumulation: int, count: int) -> list:
+    """``count`` optimizer steps for the peer: the sampler's first batches, collated exactly
+    (widths a multiple of 8), ``accumulation`` micro-batches a step, as our Trainer cuts its
+    steps from the same sampler's batches."""
+    batches = sampler.batches(0)[: count * accumulation]
+    if len(batches) < count * accumulation:
+        raise ValueError(f"the corpus holds {len(batches)} batches, not {count * accumulation}")
+    collated = [collate(dataset, b, multiple=8) for b in batches]
+    return [collated[i : i + accumulation] for i in range(0, len(collated), accumulation)]
 
-    def __init__(self, cfg, batches, device, autocast):
+
+class Peer:
+    """Hugging Face MarianMTModel of the same shape, the same loss and optimizer, pre-collated
+    steps (each a list of micro-batches whose gradients add up); ``compile``: its forward and
+    loss through ``torch.compile`` (dynamic shapes, as the batch widths vary)."""
+
+    def __init__(self, cfg, steps, device, autocast, compile=False):
         from transformers import MarianMTModel
 
         torch.manual_seed(0)
@@ -87,26 +118,90 @@ class Peer:
             eps=1e-9,
             **fused,
         )
-        self.batches, self.device, self.autocast, self.i = batches, device, autocast, 0
+        self.steps, self.device, self.autocast, self.i = steps, device, autocast, 0
         self.eps, self.pad = cfg.label_smoothing, cfg.pad_id
+        self.loss = torch.compile(self._loss) if compile else self._loss
 
-    def step(self) -> int:
-        batch = self.batches[self.i % len(self.batches)]
-        self.i += 1
-        src, tgt_in, tgt_out = (t.to(self.device) for t in (batch.src, batch.tgt_in, batch.tgt_out))
+    def _loss(self, src, tgt_in, tgt_out):
+        """The summed label-smoothed loss of one micro-batch."""
         labels = tgt_out.masked_fill(tgt_out == self.pad, -100)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
             logits = self.model(
                 input_ids=src, attention_mask=src != self.pad, decoder_input_ids=tgt_in
             ).logits
-            loss = F.cross_entropy(
+            return F.cross_entropy(
                 logits.float().view(-1, logits.size(-1)),
                 labels.view(-1),
                 ignore_index=-100,
                 label_smoothing=self.eps,
                 reduction="sum",
             )
-        (loss / batch.tgt_tokens).backward()
+
+    def step(self) -> int:
+        micro_batches = self.steps[self.i % len(self.steps)]
+        self.i += 1
+        tokens = sum(batch.tgt_tokens for batch in micro_batches)
+        for batch in micro_batches:
+            tensors = (t.to(self.device) for t in (batch.src, batch.tgt_in, batch.tgt_out))
+            (self.loss(*tensors) / tokens).backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return batch.tgt_tokens
+        return tokens
+
+
+def peer_throughput(
+    cfg, dataset, device, steps: int, warmup: int, max_tokens: int, tokens_per_step: int,
+    compile: bool, seed: int = 1,
+) -> dict:  # fmt: skip
+    """The peer's target tokens per second under bf16 autocast on ``device``, on the batches
+    our Trainer cuts from ``dataset`` (exact shapes, ``max_tokens`` a micro-batch,
+    ``tokens_per_step`` a step): ``warmup`` steps (compilation happens there), then ``steps``."""
+    accumulation = max(1, tokens_per_step // max_tokens)
+    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, max_tokens, seed=seed)
+    peer = Peer(
+        cfg, peer_steps(sampler, dataset, accumulation, warmup + steps), device, True, compile
+    )
+    start = time.perf_counter()
+    timed(peer, warmup, device)
+    warm_seconds = time.perf_counter() - start
+    tokens, seconds = timed(peer, steps, device)
+    return {
+        "peer": "MarianMTModel, torch.compile" if compile else "MarianMTModel, eager",
+        "params": peer.params,
+        "accumulation": accumulation,
+        "warmup_steps": warmup,
+        "warmup_seconds": round(warm_seconds, 1),
+        "steps": steps,
+        "tgt_tokens_per_step": tokens / steps,
+        "tgt_tokens_per_s": round(tokens / seconds, 1),
+    }
+
+
+def gpu_task(shape: str, workdir: Path, lengths: tuple) -> tuple:
+    """The GPU section's model configuration and synthetic corpus for ``shape``."""
+    cfg = model_config("big" if shape == "big" else "base", vocab_size=37000)
+    prefix = workdir / f"gpu_{shape}_{lengths[0]}_{lengths[1]}"
+    return cfg, synthetic_corpus(prefix, cfg.vocab_size, 60000, lengths=lengths)
+
+
+def gpu_peers(
+    shapes, variants, workdir: Path, lengths: tuple, steps: int, warmup: int, max_tokens: int,
+    tokens_per_step: int, rows: list[dict],
+) -> list[dict]:  # fmt: skip
+    """bench_train's GPU peers: per shape, each of ``variants`` ("eager", "compiled") on the
+    batches our Trainer cuts; each of our ``rows`` gains its speed over the shape's faster peer."""
+    peers = []
+    for shape in shapes:
+        cfg, dataset = gpu_task(shape, workdir, lengths)
+        for variant in variants:
+            row = peer_throughput(
+                cfg, dataset, torch.device("cuda", 0), steps, warmup, max_tokens,
+                tokens_per_step, compile=variant == "compiled",
+            )  # fmt: skip
+            peers.append({"shape": shape, **row})
+            print(f"gpu peer: {json.dumps(peers[-1])}", file=sys.stderr, flush=True)
+        fastest = max((p["tgt_tokens_per_s"] for p in peers if p["shape"] == shape), default=None)
+        for row in rows:
+            if fastest and row["shape"] == shape:
+                row["over_faster_peer"] = round(row["tgt_tokens_per_s"] / fastest, 3)
+    return peers
