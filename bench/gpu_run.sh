@@ -5,7 +5,7 @@
 #   bench/gpu_run.sh PART [PART ...]     PART: tests, train, train25k, fixed, fixed3125, scaling,
 #                                        attention, tuning, learning, learning_nodrop, decode,
 #                                        workflow, workflow_compiled, decode_profile,
-#                                        decode_fixed, before
+#                                        decode_fixed, cudagraphs, learning_check, before
 #
 # It expects, beside the working tree (ignored by git, carried to the machine):
 #   .whl/        the Python 3.12 wheels the machine lacks (snakemake and its needs, sacremoses,
@@ -50,6 +50,13 @@
 #             (bench_shapes --learning)
 #   learning_nodrop  the same without dropout (--learning-dropout 0): the paths differ in their
 #             arithmetic alone
+#   cudagraphs  why compiled training under bf16 autocast records no CUDA graph: ten steps of
+#             each variant, what the CUDA-graph trees did, skip and recompile reasons
+#             (bench.probe_cudagraphs)
+#   learning_check  the learning check on the GPU: base, 25,000 tokens a step of 24-31-token
+#             sentences, the reference (eager, exact shapes, bf16 autocast) against the fast path
+#             (compiled, fixed shapes, bf16 weights) and the broken candidates, 3 seeds, 300 steps
+#             (3,600 steps of 45-68 ms and a compilation per seed: sized to one call; not run yet)
 #   before    the previous commit's GPU sections (training, decoding) on the same machine
 set -uo pipefail
 OUT=${OUT:-gpu_out}
@@ -103,6 +110,16 @@ for part in "$@"; do
     tests)
         bounded python3 -m pytest -q -m gpu tests/commands/test_gpu.py -p no:cacheprovider 2>&1 |
             tee "$OUT/tests.log"
+        ;;
+    cudagraphs)
+        bounded python3 -m bench.probe_cudagraphs --out "$OUT/cudagraphs.json" \
+            2>"$OUT/cudagraphs.log"
+        grep -E "skipping|Unable to hit|Recompiling|triggered|: \{" "$OUT/cudagraphs.log" | head -40
+        ;;
+    learning_check)
+        bounded python3 -m bench.bench_learning_check --device cuda --shape base --tokens 25000 \
+            --lengths 24 31 --steps 300 --interval 25 --candidates compiled_bf16_weights \
+            --out "$OUT/learning_check_base.json" 2>&1 | tee "$OUT/learning_check.log"
         ;;
     train)
         python3 -m bench.bench_train --gpu-only --gpu-compile off on --gpu-steps 50 \

@@ -1,0 +1,138 @@
+"""Why compiled training under bf16 autocast (fp32 weights) records no CUDA graph on a GPU
+where bf16 compute weights do (`pytest -m gpu`'s compiled-cuda-graphs case): ten Trainer steps
+of each variant on a tiny model, compiled on fixed shapes, with inductor's CUDA-graph counters,
+dynamo's count of compiled graphs, and a tally of the calls the CUDA-graph trees made (their
+mode: warm-up, recording or replay; the path's state before and after; whether a forward
+still waited for its backward; whether a new generation could begin). Inductor's skip and
+recompile reasons go to stderr.
+
+    python -m bench.probe_cudagraphs --out $OUT/cudagraphs.json 2> $OUT/cudagraphs.log
+
+Variants, in this order: autocast with 2 micro-batches a step, autocast with 1, bf16 weights
+with 2, and autocast with 2 where each micro-batch starts a new generation
+(``torch.compiler.cudagraph_mark_step_begin``; last, since marking switches the trees to
+explicit generations for the rest of the process). Reading the result: many compiled graphs
+means dynamo recompiles per micro-batch (each call a first call, warmed up, never recorded);
+few graphs but no recording, with forwards pending, means the warm-up never ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from bench.train_runners import synthetic_corpus
+from transformer_core.model.config import model_config
+from transformer_core.settings import TrainConfig
+from transformer_core.training.distributed import DistContext
+from transformer_core.training.step import Trainer
+
+VARIANTS = (  # name, compute weights, target tokens a step (micro-batches of 64), marked
+    ("autocast, 2 micro-batches", "fp32", 128, False),
+    ("autocast, 1 micro-batch", "fp32", 64, False),
+    ("bf16 weights, 2 micro-batches", "bf16", 128, False),
+    ("autocast, 2 micro-batches, each a new generation", "fp32", 128, True),
+)
+
+
+def traced_tree_calls() -> list[tuple]:
+    """Record each call of the CUDA-graph trees' manager from now on (its internals are read
+    with defaults: they move between torch releases)."""
+    from torch._inductor import cudagraph_trees
+
+    calls: list[tuple] = []
+    manager = cudagraph_trees.CUDAGraphTreeManager
+    original = manager.run
+
+    def run(self, inputs, function_id):
+        pending = getattr(self, "running_forwards_with_pending_backwards", None)
+        new_generation = getattr(self, "in_new_torch_compile_invocation", lambda: None)()
+        before = getattr(getattr(self, "path_state", None), "name", None)
+        out = original(self, inputs, function_id)
+        mode = getattr(getattr(self, "id_to_mode", {}).get(function_id), "name", None)
+        after = getattr(getattr(self, "path_state", None), "name", None)
+        calls.append(
+            (getattr(function_id, "id", None), mode, before, pending, new_generation, after)
+        )
+        return out
+
+    manager.run = run
+    return calls
+
+
+def probe(corpus, weights: str, tokens_per_step: int, marked: bool, calls: list) -> dict:
+    """Ten steps of one variant: its loss and what the CUDA-graph trees did."""
+    from torch._dynamo.utils import counters
+
+    cfg = model_config(
+        "base", vocab_size=24, encoder_layers=1, decoder_layers=1, d_model=32, d_ff=64, h=2,
+        d_k=16, d_v=16, dropout=0.0,
+    )  # fmt: skip
+    settings = TrainConfig(
+        max_tokens=64, tokens_per_step=tokens_per_step, warmup=5, precision="bf16",
+        compile="on", compute_weights=weights,
+    )  # fmt: skip
+    before = dict(counters["inductor"])
+    graphs_before = counters["stats"]["unique_graphs"]
+    calls.clear()
+    trainer = Trainer(cfg, settings, DistContext(0, 0, 1, torch.device("cuda"), False), corpus)
+    if marked:
+        compiled = trainer.loss_model.decoder_states
+
+        def marked_call(*args):
+            torch.compiler.cudagraph_mark_step_begin()
+            return compiled(*args)
+
+        trainer.loss_model.decoder_states = marked_call
+    try:
+        tokens = sum(trainer.train_step().tgt_tokens for _ in range(10))
+        loss = trainer.interval_sums()[0] / tokens
+    finally:
+        trainer.close()
+    tally = collections.Counter(json.dumps(call[1:]) for call in calls)
+    return {
+        "loss_per_token": round(float(loss), 4),
+        "cuda_graphs": trainer.cuda_graphs,
+        "inductor_counters": {
+            key: value - before.get(key, 0)
+            for key, value in counters["inductor"].items()
+            if "cudagraph" in key and value != before.get(key, 0)
+        },
+        "compiled_graphs": counters["stats"]["unique_graphs"] - graphs_before,
+        "tree_functions": len({call[0] for call in calls}),
+        "tree_calls": [
+            {"mode, state before, pending backward, new generation, state after": key, "calls": n}
+            for key, n in tally.most_common(8)
+        ],
+        "first_calls": [list(call) for call in calls[:6]],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default="cudagraphs.json")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("probe_cudagraphs: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    torch._logging.set_logs(cudagraphs=True, recompiles=True, graph_breaks=True)
+    calls = traced_tree_calls()
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = synthetic_corpus(Path(tmp) / "train", 24, 200, lengths=(3, 14))
+        result = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "runs": {}}
+        for name, weights, tokens_per_step, marked in VARIANTS:
+            result["runs"][name] = probe(corpus, weights, tokens_per_step, marked, calls)
+            print(f"{name}: {json.dumps(result['runs'][name])}", file=sys.stderr, flush=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
