@@ -190,9 +190,10 @@ def gpu_peers(
 ) -> list[dict]:  # fmt: skip
     """bench_train's GPU peers: per shape, each of ``variants`` ("eager", "compiled") on the
     batches our Trainer cuts; each of our ``rows`` gains its speed over the shape's faster peer."""
-    peers = []
+    peers, own = [], workdir / "peer"  # a corpus of its own: ours may still map its files
+    own.mkdir(exist_ok=True)
     for shape in shapes:
-        cfg, dataset = gpu_task(shape, workdir, lengths)
+        cfg, dataset = gpu_task(shape, own, lengths)
         for variant in variants:
             row = peer_throughput(
                 cfg, dataset, torch.device("cuda", 0), steps, warmup, max_tokens,
