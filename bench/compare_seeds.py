@@ -96,7 +96,10 @@ def dev_length_ratios(folder: Path, pair: str, run: str) -> dict[str, float] | N
     if not hyp.is_file():
         return None
     ref = folder / "data" / pair / "prepared" / "dev.tgt"
-    return length_ratios(hyp.read_text().splitlines(), ref.read_text().splitlines())
+    try:
+        return length_ratios(hyp.read_text().splitlines(), ref.read_text().splitlines())
+    except ValueError as error:
+        raise SystemExit(f"compare_seeds: {hyp} against {ref}: {error}") from None
 
 
 def mean_ratios(per_run: list[dict[str, float] | None]) -> dict[str, float] | None:
@@ -143,9 +146,12 @@ def main() -> int:
     parser.add_argument("--pair", default="en_de")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    if len(args.path) != 2:
-        parser.error("give --path twice: the two paths compared")
+    if len(args.path) != 2 or args.path[0][0] == args.path[1][0]:
+        parser.error("give --path twice, with two labels: the two paths compared")
     paths = {label: runs_of(Path(folder), args.pair) for label, folder in args.path}
+    for (label, folder), runs in zip(args.path, paths.values(), strict=True):
+        if not runs:
+            parser.error(f"{label}: {folder} holds no results/scores/{args.pair}/*.test.avg.json")
     summary = {}
     for label, runs in paths.items():
         scores = [run["sacrebleu"] for run in runs]
