@@ -278,9 +278,9 @@ class TrainConfig(RuntimeSettings):
     )
     log_interval: int = option(100, "--log-interval", "log every L steps", metavar="L")
     batch_shapes: str = option(
-        AUTO, "--batch-shapes", "fixed: one shape per width of a ladder (rows = tokens // the "
-        "width's mean pair length), few for a compiled step; exact: the least padding; auto: "
-        "fixed where compiled",
+        AUTO, "--batch-shapes", "fixed: the exact batches, each collated to one shape per width "
+        "of a ladder (rows: the most pairs an exact batch of the width holds), few for a "
+        "compiled step; exact: the least padding; auto: fixed where compiled",
         choices=BATCH_SHAPES,
     )  # fmt: skip
     compute_weights: str = option(

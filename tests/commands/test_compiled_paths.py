@@ -123,5 +123,5 @@ def test_fixed_shapes_compile_once_each_and_bf16_is_as_close_to_fp32_as_eager_bf
             for new, bf16, fp32 in zip(grads_new, grads_bf16, grads_fp32, strict=True):
                 assert (new - fp32).norm() <= 1.5 * (bf16 - fp32).norm() + 1e-4 * fp32.norm()
         graphs.append(counters["stats"]["unique_graphs"])
-    assert shapes == {(8, 8), (4, 16), (2, 24)}
+    assert shapes == {(8, 8), (4, 16), (3, 24)}  # the most pairs of an exact batch a width
     assert graphs == [3, 3]

@@ -29,9 +29,9 @@ A batch's tensors are as wide as its longest sentence (+1), rounded up to a
 multiple of ``multiple`` (``padded_width``; 8 on GPUs, ``device.length_multiple``):
 the extra columns are padding, which the model masks and the loss skips, so they
 change no result, only which shapes the device sees (a fixed set, not one per
-length). With fixed shapes (``shapes.FixedShapes``, for a compiled step) a batch is packed
-against, and collated to, one shape per width of a ladder instead. ``Prefetcher`` collates the next batches in a background thread while
-the device computes.
+length). With fixed shapes (``shapes.FixedShapes``, for a compiled step) the same batches
+are collated to one shape per width of a ladder instead. ``Prefetcher`` collates the next
+batches in a background thread while the device computes.
 """
 
 from __future__ import annotations
@@ -59,10 +59,9 @@ class TokenBucketSampler:
 
     ``batch_tokens`` (default ``max_tokens``) is what batches are packed to; no exact batch
     exceeds it except a single pair longer than it, and no pair may exceed ``max_tokens``.
-    With ``fixed_shapes``, a batch holds up to the rows of the ladder width of its longest
-    sentence (``shapes.FixedShapes``: the budget over the mean cost of the corpus's pairs of
-    that width: on average a batch spends the budget, some more, some less), and is collated
-    to that shape.
+    ``fixed_shapes`` leaves the batches as they are and gives them the shapes they are
+    collated to (``shapes.FixedShapes``): per ladder width, the most pairs an exact batch of
+    that width holds.
     """
 
     def __init__(
@@ -114,9 +113,8 @@ class TokenBucketSampler:
         self.seed = int(seed)
         self.rank = rank
         self.world_size = world_size
-        # Fixed shapes: batches packed to the rows of the ladder width of their longest sentence.
-        self.shapes = FixedShapes(self.batch_tokens, longest) if fixed_shapes else None
         self._epoch_batches: int | None = None
+        self.shapes = self._fixed_shapes(longest) if fixed_shapes else None
 
     def batches(self, epoch: int) -> list[list[int]]:
         """This rank's batches for ``epoch``, in training order."""
@@ -137,6 +135,14 @@ class TokenBucketSampler:
             self._epoch_batches = len(self._even_out(bounds))
         return self._epoch_batches
 
+    def _fixed_shapes(self, longer: np.ndarray) -> FixedShapes:
+        """The shapes of this packing's batches: the rows of a width are the most pairs of its
+        batches, which are the same every epoch (``epoch_batches``)."""
+        order, bounds = self._pack(np.random.default_rng([self.seed, 0]))
+        starts, ends = np.asarray(bounds, dtype=np.int64).T
+        longest = longer[order][ends - 1]  # sorted by the longer side: a batch's last is longest
+        return FixedShapes(self.batch_tokens, longest, ends - starts)
+
     def _pack(self, rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[int, int]]]:
         """Greedy packing of the length-sorted sentences (ties in random order).
 
@@ -147,8 +153,6 @@ class TokenBucketSampler:
         n = len(self.src_cost)
         longer = np.maximum(self.src_cost, self.tgt_cost)
         order = np.lexsort((rng.random(n), self.tgt_cost, self.src_cost, longer))
-        if self.shapes is not None:
-            return order, self._pack_rows(self.shapes.widths(longer[order]))
         src_sorted, tgt_sorted = self.src_cost[order], self.tgt_cost[order]
         bounds: list[tuple[int, int]] = []
         budget = self.batch_tokens
@@ -171,21 +175,6 @@ class TokenBucketSampler:
         if n > start:
             bounds.append((start, n))
         return order, bounds
-
-    def _pack_rows(self, widths: np.ndarray) -> list[tuple[int, int]]:
-        """Greedy packing of sentences of the ladder ``widths`` (sorted, so a batch's width is
-        its last sentence's): each batch up to the rows of its width."""
-        rows = {int(w): self.shapes.rows(int(w)) for w in np.unique(widths)}
-        bounds: list[tuple[int, int]] = []
-        start = 0
-        for chunk in range(0, len(widths), _PACK_CHUNK):
-            for i, width in enumerate(widths[chunk : chunk + _PACK_CHUNK].tolist(), chunk):
-                if i - start + 1 > rows[width]:  # the batch is full at its width's rows
-                    bounds.append((start, i))
-                    start = i
-        if len(widths) > start:
-            bounds.append((start, len(widths)))
-        return bounds
 
     def _even_out(self, bounds: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """Split the fullest batches until their number is a multiple of ``world_size``."""
