@@ -1,5 +1,5 @@
 """Beam-4 decoding on one CPU thread: the project (fp32, bf16, int8) beside CTranslate2 (float32,
-int8, through ``transformer_core.decoding.export_ctranslate2``) and, at the base shape, HF Marian.
+int8, through ``transformer_core.export.ctranslate2``) and, at the base shape, HF Marian.
 
 Three benchmarks, each engine given the same sources in the same batches:
 
@@ -48,9 +48,9 @@ import torch
 from bench.bench_checks import cpu_model
 from bench.bench_decode import marian_beam_search, marian_model, our_model
 from bench.hardware import result_path
-from transformer_core.decoding.export_ctranslate2 import SUPPRESSED_PIECES, ctranslate2_spec
 from transformer_core.decoding.translate import make_batches
 from transformer_core.device import cpu_has_native_bf16
+from transformer_core.export.ctranslate2 import SUPPRESSED_PIECES, ctranslate2_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 BEAM, ALPHA, EXTRA_LENGTH = 4, 0.6, 50

@@ -45,11 +45,11 @@ import torch
 from bench.hardware import result_path
 from bench.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
 from bench.shared_data import SHARED_DATA
-from transformer_core.decoding.export_transformers import marian_config
 from transformer_core.decoding.inference import inference_model
 from transformer_core.decoding.search import beam_search_nbest
 from transformer_core.decoding.translate import translate_ids
 from transformer_core.device import cpu_has_native_bf16
+from transformer_core.export.transformers import marian_config
 from transformer_core.model.config import ModelConfig
 from transformer_core.model.transformer import Transformer
 from transformer_core.settings import DecodeOptions

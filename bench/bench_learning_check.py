@@ -42,7 +42,8 @@ from transformer_core.device import choose_attention_backends, cpu_has_native_bf
 from transformer_core.model.config import model_config
 from transformer_core.settings import TrainConfig
 from transformer_core.training.distributed import DistContext
-from transformer_core.training.step import Trainer, seed_everything
+from transformer_core.training.random_state import seed_everything
+from transformer_core.training.step import Trainer
 
 # Paths a candidate may name: (batch shapes, compile, compute weights); the precision is the
 # device's (``--precision``).

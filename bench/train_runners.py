@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from transformer_core.data.batching import TokenBucketSampler, collate
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.data.dataset import ParallelDataset
-from transformer_core.decoding.export_transformers import marian_config
+from transformer_core.export.transformers import marian_config
 from transformer_core.model.config import model_config
 from transformer_core.model.transformer import count_parameters
 from transformer_core.settings import TrainConfig

@@ -10,8 +10,8 @@ import pytest
 import sentencepiece as spm
 import torch
 
-from transformer_core.decoding.export_ctranslate2 import SPM_NAME, SUPPRESSED_PIECES
 from transformer_core.decoding.search import beam_search_nbest
+from transformer_core.export.ctranslate2 import SPM_NAME, SUPPRESSED_PIECES
 
 needs_ctranslate2 = pytest.mark.skipif(
     importlib.util.find_spec("ctranslate2") is None,

@@ -25,13 +25,13 @@ from ctranslate2_engines import (
     needs_ctranslate2,
 )
 
-from transformer_core.decoding.export_ctranslate2 import (
+from transformer_core.errors import UserError
+from transformer_core.export.ctranslate2 import (
     SUPPRESSED_PIECES,
     check_exportable,
     export_ctranslate2,
 )
-from transformer_core.decoding.export_folder import MARKER
-from transformer_core.errors import UserError
+from transformer_core.export.folder import MARKER
 from transformer_core.model.checkpoint import save_checkpoint
 
 FORCED = 12  # output length of the beam-4 comparison on random models

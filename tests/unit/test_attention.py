@@ -3,9 +3,9 @@
 import torch
 from conftest import tiny_config, tiny_model
 
+from transformer_core.figures.attention_maps import encoder_attention, figure_layer, pick_heads
+from transformer_core.figures.draw import draw_figure
 from transformer_core.paper import ATTENTION_FIGURES
-from transformer_core.tables.attention_maps import encoder_attention, figure_layer, pick_heads
-from transformer_core.tables.figures import draw_figure
 
 CFG = tiny_config()
 

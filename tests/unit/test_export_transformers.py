@@ -14,8 +14,8 @@ from conftest import tiny_config, tiny_model, train_spm
 from corpora import generated_sentences
 
 from transformer_core.cli import main
-from transformer_core.decoding.export_transformers import CARD, marian_order
 from transformer_core.decoding.search import beam_search_nbest
+from transformer_core.export.transformers import CARD, marian_order
 from transformer_core.model.checkpoint import save_checkpoint
 from transformer_core.model.transformer import sinusoidal_encoding
 

@@ -39,10 +39,10 @@ def run(args: argparse.Namespace) -> int:
     from transformer_core.decoding.translate import encode_lines, load_translation_model
     from transformer_core.device import setup_device
     from transformer_core.errors import UserError
+    from transformer_core.figures.attention_maps import encoder_attention, figure_layer
+    from transformer_core.figures.draw import draw_figure
     from transformer_core.files import check_input_file, check_output
     from transformer_core.paper import ATTENTION_FIGURES
-    from transformer_core.tables.attention_maps import encoder_attention, figure_layer
-    from transformer_core.tables.figures import draw_figure
 
     known = {figure.name: figure for figure in ATTENTION_FIGURES}
     for name, path in args.figure:

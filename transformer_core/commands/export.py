@@ -57,9 +57,9 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from transformer_core.commands import check_outputs
-    from transformer_core.decoding.export_folder import check_export_dir
     from transformer_core.decoding.translate import load_translation_model
     from transformer_core.errors import UserError
+    from transformer_core.export.folder import check_export_dir
     from transformer_core.files import (
         check_input_file,
         check_not_inputs,
@@ -80,14 +80,14 @@ def run(args: argparse.Namespace) -> int:
         )
     args.quantization = args.quantization or "float32"
     if args.format == "ctranslate2":
-        from transformer_core.decoding.export_ctranslate2 import (
+        from transformer_core.export.ctranslate2 import (
             export_ctranslate2,
             require_ctranslate2,
         )
 
         require_ctranslate2()  # before the work: a missing extra costs nothing
     else:
-        from transformer_core.decoding.export_transformers import (
+        from transformer_core.export.transformers import (
             export_transformers,
             require_transformers,
         )

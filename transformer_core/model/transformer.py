@@ -116,7 +116,7 @@ class MultiHeadAttention(nn.Module):
         """softmax(Q K^T / sqrt(d_k)) of every head, (B, h, T, S): the weights ``forward`` applies.
 
         Training and decoding never call it (fused SDPA never forms the weights); it is for
-        looking into a trained model (transformer_core/tables/attention_maps.py, the paper's Figures 3-5).
+        looking into a trained model (transformer_core/figures/attention_maps.py, the paper's Figures 3-5).
         """
         q = self.split_heads(self.w_q(query), self.d_k)  # (B, h, T, d_k)
         k = self.split_heads(self.w_k(memory), self.d_k)  # (B, h, S, d_k)

@@ -28,13 +28,11 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
@@ -49,7 +47,6 @@ from transformer_core.device import (
 )
 from transformer_core.errors import UserError
 from transformer_core.evaluation.perplexity import Perplexity, dataset_batches, summed_nll
-from transformer_core.model.checkpoint import rng_state, set_rng_state
 from transformer_core.model.config import ModelConfig
 from transformer_core.model.transformer import Transformer
 from transformer_core.settings import TrainConfig
@@ -57,6 +54,7 @@ from transformer_core.training import distributed, micro_batch
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.loss import LossModel
 from transformer_core.training.master_weights import MasterWeights, compute_dtype
+from transformer_core.training.random_state import rng_state, seed_everything, set_rng_state
 from transformer_core.training.schedule import learning_rate
 
 
@@ -87,12 +85,6 @@ class IntervalStats:
         self.tgt_tokens += r.tgt_tokens
         self.src_tokens += r.src_tokens
         self.steps += 1
-
-
-def seed_everything(seed: int) -> None:
-    torch.manual_seed(seed)
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
 
 
 def _no_buffer_sync() -> dict:

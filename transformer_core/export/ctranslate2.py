@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from transformer_core.decoding.export_folder import sentencepiece_vocabulary, write_export
 from transformer_core.errors import UserError
+from transformer_core.export.folder import sentencepiece_vocabulary, write_export
 from transformer_core.model.transformer import (
     LAYER_NORM_EPS,
     MultiHeadAttention,

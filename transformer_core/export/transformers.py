@@ -38,8 +38,8 @@ from typing import Any
 
 import torch
 
-from transformer_core.decoding.export_folder import sentencepiece_vocabulary, write_export
 from transformer_core.errors import UserError
+from transformer_core.export.folder import sentencepiece_vocabulary, write_export
 from transformer_core.model.config import ModelConfig
 from transformer_core.model.transformer import MultiHeadAttention, Transformer
 

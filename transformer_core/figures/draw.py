@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 
+from transformer_core.figures.attention_maps import WORD_START, SentenceAttention, pick_heads
 from transformer_core.files import save_png
 from transformer_core.paper import AttentionFigure
-from transformer_core.tables.attention_maps import WORD_START, SentenceAttention, pick_heads
 
 MIN_ALPHA = 0.05  # fainter lines do not show on the page; skipping them keeps files small
 HEADS_PER_PANEL = 2  # Figures 4 and 5 compare two heads, as the paper's do
