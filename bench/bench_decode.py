@@ -45,7 +45,7 @@ import torch
 from bench.hardware import result_path
 from bench.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
 from bench.shared_data import SHARED_DATA
-from transformer_core.decoding.inference import inference_model
+from transformer_core.decoding.inference import DecodingRuntime, inference_model
 from transformer_core.decoding.search import beam_search_nbest
 from transformer_core.decoding.translate import translate_ids
 from transformer_core.device import cpu_has_native_bf16
@@ -218,13 +218,14 @@ def bench_file_decoding(
     model = our_model(shape).to(device)
     # Outputs as long as their sources: max length = 1 * (pieces + EOS) - 1, EOS suppressed.
     options = DecodeOptions(beam=BEAM, alpha=0.6, max_len_a=1.0, max_len_b=-1, min_len=10**6)
+    runtime = DecodingRuntime(max_tokens, autocast, compile)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     start = time.perf_counter()
-    translate_ids(model, sources[:64], options, max_tokens, autocast=autocast, compile=compile)
+    translate_ids(model, sources[:64], options, runtime)
     sync()
     warmup = time.perf_counter() - start
     start = time.perf_counter()
-    outs = translate_ids(model, sources, options, max_tokens, autocast=autocast, compile=compile)
+    outs = translate_ids(model, sources, options, runtime)
     sync()
     seconds = time.perf_counter() - start
     tokens = sum(len(o) for o in outs)

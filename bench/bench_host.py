@@ -69,7 +69,7 @@ from bench.host_reads import counting, per
 from bench.train_runners import synthetic_corpus
 from transformer_core import device as device_module
 from transformer_core.data.batching import TokenBucketSampler
-from transformer_core.decoding.inference import inference_model
+from transformer_core.decoding.inference import DecodingRuntime, inference_model
 from transformer_core.decoding.search import beam_search_nbest
 from transformer_core.decoding.translate import translate_ids
 from transformer_core.model.config import ModelConfig, model_config
@@ -309,7 +309,7 @@ def decoding_shapes(quick: bool, max_tokens: int) -> dict:
     model = Transformer(cfg).eval()
     sources = decoding_sources(cfg.vocab_size, 300 if quick else 3003, seed=4)
     with counting(set(), cfg.vocab_size, 1 << 30) as mode:
-        outputs = translate_ids(model, sources, FORCED, max_tokens)
+        outputs = translate_ids(model, sources, FORCED, DecodingRuntime(max_tokens))
     assert [len(o) for o in outputs] == [len(s) for s in sources]
     shapes = set(mode.attention_shapes)
     return {

@@ -28,6 +28,7 @@ import torch
 from bench.bench_host import FORCED, SMALL, decoding_sources
 from bench.hardware import result_path
 from transformer_core.decoding.fixed_step import FixedShapeDecoder
+from transformer_core.decoding.inference import DecodingRuntime
 from transformer_core.decoding.translate import translate_ids
 from transformer_core.model.config import ModelConfig
 from transformer_core.model.transformer import Transformer
@@ -48,16 +49,16 @@ def step_shapes(quick: bool, max_tokens: int) -> dict:
     fixed = FixedShapeDecoder(model)
     fixed_step = fixed.step
 
-    def counted_fixed_step(tokens, rows, position, encodings, self_k, *rest):
-        fixed_shapes.append((tokens.size(0), self_k[0].size(2), rest[-2].size(-1)))
-        return fixed_step(tokens, rows, position, encodings, self_k, *rest)
+    def counted_fixed_step(tokens, rows, position, encodings, caches, src_mask, beam):
+        fixed_shapes.append((tokens.size(0), caches.self_k[0].size(2), src_mask.size(-1)))
+        return fixed_step(tokens, rows, position, encodings, caches, src_mask, beam)
 
     fixed.step = counted_fixed_step
     outputs = {}
     for name, decoder in (("fixed", fixed), ("eager", model)):
         if name == "eager":
             model.decode_step = eager_step
-        outputs[name] = translate_ids(decoder, sources, FORCED, max_tokens)
+        outputs[name] = translate_ids(decoder, sources, FORCED, DecodingRuntime(max_tokens))
     assert outputs["fixed"] == outputs["eager"], "the fixed-shape decoder's outputs are eager's"
     return {
         "sentences": len(sources),

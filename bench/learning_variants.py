@@ -95,6 +95,7 @@ def worker(spec: dict[str, Any]) -> None:
 
     from transformer_core.model.transformer import Transformer
     from transformer_core.settings import TrainConfig
+    from transformer_core.training.run_dir import RunFolder
     from transformer_core.training.session import train
 
     if spec.get("embedding_std"):
@@ -108,13 +109,11 @@ def worker(spec: dict[str, Any]) -> None:
     cfg = TrainConfig(**spec["train"])
     train(
         spec["train_prefix"],
-        spec["out_dir"],
+        RunFolder(spec["out_dir"], resume=True, restart_if_changed=True),
         "base",
         cfg,
         model_overrides=spec["model"],
         dev_prefix=spec["dev_prefix"],
-        resume=True,
-        restart_if_changed=True,
     )
 
 

@@ -94,7 +94,8 @@ def test_fixed_shapes_compile_once_each_and_bf16_is_as_close_to_fp32_as_eager_bf
             length = int(rng.integers(2, 8)) + 8 * (i % 3)
             writer.add(rng.integers(4, 50, length).tolist(), rng.integers(4, 50, 6).tolist())
     dataset = ParallelDataset(tmp_path / "d")
-    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, 64, fixed_shapes=True)
+    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, 64)
+    fixed_shapes = sampler.fixed_shapes()
     cfg = ModelConfig(**{**TINY_SHAPE, "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0})
     torch.manual_seed(0)
     compiled = LossModel(Transformer(cfg), compile=True, static=True)
@@ -105,7 +106,7 @@ def test_fixed_shapes_compile_once_each_and_bf16_is_as_close_to_fp32_as_eager_bf
     graphs, shapes = [], set()
     for epoch in range(2):
         for indices in sampler.batches(epoch):
-            fixed = collate(dataset, indices, shape=sampler.shapes.of(dataset, indices))
+            fixed = collate(dataset, indices, shape=fixed_shapes.of(dataset, indices))
             exact = collate(dataset, indices)
             shapes.add(tuple(fixed.src.shape))
             results = []

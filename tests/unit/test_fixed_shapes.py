@@ -23,6 +23,7 @@ from transformer_core.errors import ConfigError, UserError
 from transformer_core.model.checkpoint import load_checkpoint
 from transformer_core.settings import TrainConfig
 from transformer_core.training.loss import LossModel
+from transformer_core.training.run_dir import RunFolder
 from transformer_core.training.session import train
 
 
@@ -42,10 +43,8 @@ def test_the_ladder_steps_by_8_then_by_about_an_eighth():
 @pytest.mark.parametrize("batch_tokens", [400, 3125])
 def test_fixed_batches_fit_their_shape_and_cover_every_sentence_once(batch_tokens):
     src, tgt = wmt_like_lengths(4000)
-    sampler = TokenBucketSampler(
-        src, tgt, 3125, seed=2, batch_tokens=batch_tokens, fixed_shapes=True
-    )
-    shapes = sampler.shapes
+    sampler = TokenBucketSampler(src, tgt, 3125, seed=2, batch_tokens=batch_tokens)
+    shapes = sampler.fixed_shapes()
     for epoch in range(2):
         batches = sampler.batches(epoch)
         assert sorted(i for b in batches for i in b) == list(range(len(src)))
@@ -56,8 +55,7 @@ def test_fixed_batches_fit_their_shape_and_cover_every_sentence_once(batch_token
     widths = {shapes.shape(1 + max(max(src[b]), max(tgt[b])))[1] for b in sampler.batches(0)}
     stats = padding_stats(sampler.batches(0), src, tgt, shapes)
     assert stats["shapes"] == len(widths) <= len(ladder(251))
-    exact_batches = TokenBucketSampler(src, tgt, 3125, seed=2, batch_tokens=batch_tokens).batches(0)
-    exact = padding_stats(exact_batches, src, tgt)
+    exact = padding_stats(sampler.batches(0), src, tgt)
     print(f"{batch_tokens} tokens: exact {exact}, fixed {stats}")
     assert stats["shapes"] < exact["shapes"]
 
@@ -70,32 +68,6 @@ def test_the_rows_of_a_width_are_the_most_pairs_of_its_exact_batches():
     assert FixedShapes(20).rows(32) == 1  # a pair over the budget: a row alone
 
 
-@pytest.mark.parametrize("batch_tokens", [400, 3125])
-@pytest.mark.parametrize("world_size", [1, 3])
-def test_fixed_shapes_leave_the_exact_batches_as_they_are(batch_tokens, world_size):
-    """Which sentences share a micro-batch, and in which order, is the recipe: fixed shapes
-    change only the collation. (Packed to a row count of their own, fixed batches lengthened
-    Multi30k's translations.)"""
-    src, tgt = wmt_like_lengths(20000)
-    for rank in range(world_size):
-        fixed, exact = (
-            TokenBucketSampler(
-                src,
-                tgt,
-                3125,
-                seed=4,
-                rank=rank,
-                world_size=world_size,
-                batch_tokens=batch_tokens,
-                fixed_shapes=shaped,
-            )  # fmt: skip
-            for shaped in (True, False)
-        )
-        for epoch in range(2):
-            assert fixed.batches(epoch) == exact.batches(epoch)
-        assert fixed.epoch_batches() == exact.epoch_batches()
-
-
 def test_padding_stats_count_the_slots_of_each_collation():
     src, tgt = np.array([2, 9]), np.array([4, 1])  # with EOS / BOS: 3 and 10, 5 and 2
     exact = padding_stats([[0], [1]], src, tgt)
@@ -105,16 +77,6 @@ def test_padding_stats_count_the_slots_of_each_collation():
     assert eights["padding_share"] == pytest.approx(1 - 20 / (8 + 16 + 8 + 8))
     assert fixed["padding_share"] == pytest.approx(1 - 20 / (2 * (8 + 16)))
     assert (exact["shapes"], eights["shapes"], fixed["shapes"]) == (2, 2, 2)
-
-
-def test_the_ranks_take_equal_fixed_batches():
-    src, tgt = wmt_like_lengths(999)
-    batches = [
-        TokenBucketSampler(src, tgt, 800, rank=r, world_size=4, fixed_shapes=True).batches(0)
-        for r in range(4)
-    ]
-    assert len({len(b) for b in batches}) == 1
-    assert sorted(i for rank in batches for b in rank for i in b) == list(range(999))
 
 
 def corpus(path, lengths, seed=3):
@@ -165,23 +127,31 @@ def test_fixed_shapes_change_no_loss_and_no_gradient(tmp_path):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
 
 
-def test_the_stream_collates_fixed_shapes(tmp_path):
+def test_the_stream_collates_the_exact_batches_to_their_fixed_shapes(tmp_path):
+    """Which sentences share a micro-batch, and in which order, is the recipe: fixed shapes
+    change only the collation (packed to a row count of their own, fixed batches lengthened
+    Multi30k's translations). Over two epochs, each fixed batch holds the exact one's pairs in
+    its first rows and columns, in the shape of its width."""
     dataset = corpus(tmp_path / "d", [(s % 13 + 1, (3 * s) % 11 + 1) for s in range(60)])
-    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, 64, fixed_shapes=True)
-    stream = BatchStream(dataset, sampler, tiny_config())
+    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, 64)
+    shapes = sampler.fixed_shapes()
+    fixed = BatchStream(dataset, sampler, tiny_config(), shapes=shapes)
+    exact = BatchStream(dataset, sampler, tiny_config())
     seen = set()
     for _ in range(2 * len(sampler.batches(0))):
-        batch = stream.next()
-        assert batch.src.shape == batch.tgt_in.shape
-        seen.add(tuple(batch.src.shape))
-    exact = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, 64).batches(0)
-    assert sampler.batches(0) == exact
-    longest = [1 + max(max(dataset.src_lens[b]), max(dataset.tgt_lens[b])) for b in exact]
+        a, b = fixed.next(), exact.next()
+        rows, width = b.src.shape
+        assert torch.equal(a.src[:rows, :width], b.src) and not a.src[:rows, width:].any()
+        assert torch.equal(a.tgt_out[:rows, : b.tgt_out.size(1)], b.tgt_out)
+        assert a.counts == b.counts and a.src.shape == a.tgt_in.shape
+        seen.add(tuple(a.src.shape))
+    batches = sampler.batches(0)
+    longest = [1 + max(max(dataset.src_lens[b]), max(dataset.tgt_lens[b])) for b in batches]
     most = {
-        w: max(len(b) for b, n in zip(exact, longest, strict=True) if (n > 8) == (w == 16))
+        w: max(len(b) for b, n in zip(batches, longest, strict=True) if (n > 8) == (w == 16))
         for w in (8, 16)
     }
-    assert seen == {(most[8], 8), (most[16], 16)}
+    assert seen == {(most[8], 8), (most[16], 16)} and shapes.most_rows == most
 
 
 def test_auto_fixes_shapes_where_compiled_and_a_bad_value_names_the_key():
@@ -208,14 +178,11 @@ def test_a_run_trains_in_fixed_shapes_and_resumes_only_in_them(tmp_path, capsys)
     longer = {**cfg.to_dict(), "steps": 3}
     exact = TrainConfig(**{**longer, "batch_shapes": "auto"})  # not compiled: exact
     with pytest.raises(UserError, match="collated to fixed shapes, this run's would be exact"):
-        train(corpus, tmp_path / "run", "base", exact, TRAIN_SHAPE, resume=True)
+        train(corpus, RunFolder(tmp_path / "run", resume=True), "base", exact, TRAIN_SHAPE)
     summary = train(
-        corpus, tmp_path / "run", "base", TrainConfig(**longer), TRAIN_SHAPE, resume=True
+        corpus, RunFolder(tmp_path / "run", resume=True), "base", TrainConfig(**longer), TRAIN_SHAPE
     )
     assert summary["steps"] == 3
-    train(
-        corpus, tmp_path / "run", "base", exact, TRAIN_SHAPE, resume=True,
-        restart_if_changed=True,
-    )  # fmt: skip
+    train(corpus, RunFolder(tmp_path / "run", resume=True, restart_if_changed=True), "base", exact, TRAIN_SHAPE)  # fmt: skip
     assert "starting over" in capsys.readouterr().err
     assert (tmp_path / "run" / "superseded" / "1").is_dir()

@@ -69,9 +69,9 @@ def test_a_decode_meets_few_shapes():
     shapes = []
     step = decoder.step
 
-    def recorded(tokens, rows, position, encodings, self_k, *rest):
-        shapes.append((tokens.size(0), self_k[0].size(2), rest[3].size(-1)))
-        return step(tokens, rows, position, encodings, self_k, *rest)
+    def recorded(tokens, rows, position, encodings, caches, src_mask, beam):
+        shapes.append((tokens.size(0), caches.self_k[0].size(2), src_mask.size(-1)))
+        return step(tokens, rows, position, encodings, caches, src_mask, beam)
 
     decoder.step = recorded
     src = ragged_sources(11, 10, seed=6)

@@ -89,6 +89,24 @@ def test_no_module_is_over_the_line_limit():
     assert max(sizes.values()) > MODULE_LINES // 2  # the files were read
 
 
+MAX_PARAMETERS = 7  # self and cls not counted
+
+
+def test_no_function_takes_more_than_seven_parameters():
+    """Settings travel as one object (``DecodeOptions``, ``DecodingRuntime``, ``TrainConfig``,
+    ``RunFolder``), not one parameter each through every call."""
+    over = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+                count = len([n for n in names if n not in ("self", "cls")])
+                if count > MAX_PARAMETERS:
+                    over[f"{path.relative_to(PACKAGE)}:{node.name}"] = count
+    assert over == {}
+
+
 # The package's groups from the top down (docs/architecture.md, "The package"): a module
 # imports only from its own group or from groups further down this list.
 LAYERS = (

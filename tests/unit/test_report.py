@@ -68,7 +68,7 @@ def test_report_command(tmp_path):
     )
     text = out.read_text()
     assert "Scale: `smoke`" in text and "## Table 2" in text and "`nrefs:1|tok:13a`" in text
-    assert "![learning curves](plots/curves.png)" in text
+    assert "## Learning curves\n\n![Learning curves](plots/curves.png)" in text
     assert "## Figure 3: long-distance dependencies" in text
     assert "(figures/attention_long_distance.png)" in text
     assert "source: `ein Haus`" in text and "ours: `a home`" in text

@@ -11,6 +11,7 @@ from corpora import write_corpus
 from transformer_core.errors import UserError
 from transformer_core.model.checkpoint import list_checkpoints
 from transformer_core.settings import TrainConfig
+from transformer_core.training.run_dir import RunFolder
 from transformer_core.training.session import train
 from transformer_core.training.tensorboard import DEV_CURVES, TRAIN_CURVES, tensorboard_available
 
@@ -71,7 +72,7 @@ def test_a_resumed_run_shows_every_step_once(tmp_path):
     train(corpus, run, "base", recipe(), TRAIN_SHAPE)
     first = curves(run / "tensorboard")["train/loss"]
     killed_after_step_6(run)
-    train(corpus, run, "base", recipe(), TRAIN_SHAPE, resume=True)
+    train(corpus, RunFolder(run, resume=True), "base", recipe(), TRAIN_SHAPE)
     resumed = curves(run / "tensorboard")["train/loss"]
     assert [step for step, _ in resumed] == [3, 6, 9, 12]
     values = [value for _, value in resumed]
@@ -97,7 +98,7 @@ def test_a_resumed_run_holds_every_step_once_in_its_files(tmp_path):
     run = tmp_path / "run"
     train(corpus, run, "base", recipe(), TRAIN_SHAPE)
     killed_after_step_6(run)
-    train(corpus, run, "base", recipe(), TRAIN_SHAPE, resume=True)
+    train(corpus, RunFolder(run, resume=True), "base", recipe(), TRAIN_SHAPE)
     assert raw_steps(run / "tensorboard") == [3, 6, 9, 12]
 
 

@@ -17,6 +17,7 @@ from transformer_core.model.config import ModelConfig, model_config, parse_overr
 from transformer_core.settings import TrainConfig
 from transformer_core.training import loss, run_dir
 from transformer_core.training.distributed import DistContext
+from transformer_core.training.run_dir import RunFolder
 from transformer_core.training.schedule import learning_rate
 from transformer_core.training.session import train
 from transformer_core.training.step import Trainer, TrainingDiverged
@@ -156,23 +157,28 @@ def test_resume_refuses_other_settings_and_finished_run_is_a_no_op(tmp_path, cap
     train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
     with pytest.raises(UserError, match="pass --resume"):
         train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
-    summary = train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE, resume=True)
+    summary = train(corpus, RunFolder(tmp_path / "run", resume=True), "base", cfg, TRAIN_SHAPE)
     assert summary["steps"] == 2 and "nothing to do" in capsys.readouterr().err
     longer = TrainConfig(**{**cfg.to_dict(), "steps": 3, "lr_scale": 2.0})
     with pytest.raises(UserError, match="lr_scale=1.0"):
-        train(corpus, tmp_path / "run", "base", longer, TRAIN_SHAPE, resume=True)
+        train(corpus, RunFolder(tmp_path / "run", resume=True), "base", longer, TRAIN_SHAPE)
     with pytest.raises(UserError, match="differs in d_ff"):
         train(
             corpus,
-            tmp_path / "run",
+            RunFolder(tmp_path / "run", resume=True),
             "base",
             TrainConfig(**{**cfg.to_dict(), "steps": 3}),
             {**TRAIN_SHAPE, "d_ff": 32},
-            resume=True,
         )
     # A finished run is only "nothing to do" for the settings it was made with.
     with pytest.raises(UserError, match="differs in d_ff"):
-        train(corpus, tmp_path / "run", "base", cfg, {**TRAIN_SHAPE, "d_ff": 32}, resume=True)
+        train(
+            corpus,
+            RunFolder(tmp_path / "run", resume=True),
+            "base",
+            cfg,
+            {**TRAIN_SHAPE, "d_ff": 32},
+        )
 
 
 def test_a_cooled_down_run_steps_as_its_schedule_and_resumes_only_to_its_own_length(tmp_path):
@@ -236,8 +242,10 @@ def test_restart_if_changed_moves_the_old_run_aside_and_retrains(tmp_path, capsy
     first = train(corpus, run, "base", cfg, TRAIN_SHAPE)
     changed = {**TRAIN_SHAPE, "d_ff": 32}
     with pytest.raises(UserError, match="goes with --resume"):
-        train(corpus, run, "base", cfg, changed, restart_if_changed=True)
-    summary = train(corpus, run, "base", cfg, changed, resume=True, restart_if_changed=True)
+        train(corpus, RunFolder(run, restart_if_changed=True), "base", cfg, changed)
+    summary = train(
+        corpus, RunFolder(run, resume=True, restart_if_changed=True), "base", cfg, changed
+    )
     assert "moved it to" in capsys.readouterr().err
     assert summary["model_config"]["d_ff"] == 32 and load_model(run / "last.pt").cfg.d_ff == 32
     old = run / "superseded" / "1"
@@ -248,7 +256,7 @@ def test_restart_if_changed_moves_the_old_run_aside_and_retrains(tmp_path, capsy
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2]  # the new run's metrics only
     # Same settings again: resumed as finished, nothing moved.
-    train(corpus, run, "base", cfg, changed, resume=True, restart_if_changed=True)
+    train(corpus, RunFolder(run, resume=True, restart_if_changed=True), "base", cfg, changed)
     assert "nothing to do" in capsys.readouterr().err and not (run / "superseded" / "2").exists()
 
 
@@ -435,12 +443,10 @@ def test_checkpoint_written_before_init_existed_resumes(tmp_path, capsys):
         torch.save(payload, path)
     summary = train(
         corpus,
-        run,
+        RunFolder(run, resume=True, restart_if_changed=True),
         "base",
         TrainConfig(**{**cfg.to_dict(), "steps": 3}),
         TRAIN_SHAPE,
-        resume=True,
-        restart_if_changed=True,
     )
     assert summary["steps"] == 3 and "resuming from" in capsys.readouterr().err
     assert not (run / "superseded").exists()

@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     import sentencepiece as spm
 
+    from transformer_core.decoding.inference import DecodingRuntime
     from transformer_core.decoding.translate import check_vocabulary, translate_lines
     from transformer_core.device import setup_device, use_compile
     from transformer_core.errors import UserError
@@ -90,9 +91,8 @@ def run(args: argparse.Namespace) -> int:
         model = model_from_payload(payload, path, map_location=device)
         check_vocabulary(model, sp, args.spm)
         print(f"decoding {len(lines)} lines with {path}", file=sys.stderr)
-        return translate_lines(
-            model, sp, lines, options, runtime.max_tokens, autocast, args.input, compile=compiled
-        )
+        decoding = DecodingRuntime(runtime.max_tokens, autocast, compiled)
+        return translate_lines(model, sp, lines, options, decoding, args.input)
 
     points = bleu_by_step(checkpoints, translate, refs, args.lang)
     record = {"run_dir": args.run_dir, "input": args.input, "ref": args.ref, "points": points}

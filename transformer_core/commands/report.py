@@ -92,14 +92,9 @@ def run(args: argparse.Namespace) -> int:
 
         plot_bleu_curves(dict(args.curve), args.curve_plot)
         figures = {"BLEU against training steps (dev set)": args.curve_plot, **figures}
-    write_report(
-        args.out,
-        args.scale,
-        dict(args.table),
-        dict(args.score),
-        args.plot,
-        [tuple(s) for s in args.sample],
-        figures,
-        dict(args.decoding),
-    )
+    if args.plot:
+        figures = {"Learning curves": args.plot, **figures}
+    samples = [tuple(s) for s in args.sample]
+    tables, scores, choices = dict(args.table), dict(args.score), dict(args.decoding)
+    write_report(args.out, args.scale, tables, scores, samples, figures, choices)
     return 0

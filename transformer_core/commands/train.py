@@ -79,19 +79,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from transformer_core.model.config import parse_overrides
+    from transformer_core.training.run_dir import RunFolder
     from transformer_core.training.session import train
 
     overrides = parse_overrides(args.set)
     cfg = train_config(args)
-    train(
-        args.train,
-        args.out_dir,
-        args.experiment,
-        cfg,
-        overrides,
-        dev_prefix=args.dev,
-        resume=args.resume,
-        restart_if_changed=args.restart_if_changed,
-    )
+    folder = RunFolder(Path(args.out_dir), args.resume, args.restart_if_changed)
+    train(args.train, folder, args.experiment, cfg, overrides, dev_prefix=args.dev)
     return 0

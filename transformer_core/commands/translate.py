@@ -41,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from transformer_core.decoding.inference import DecodingRuntime
     from transformer_core.decoding.quantize import check_int8_device
     from transformer_core.decoding.translate import (
         Progress,
@@ -87,18 +88,8 @@ def run(args: argparse.Namespace) -> int:
     model, sp = load_translation_model(args.checkpoint, args.spm, device, args.allow_vocab_mismatch)
     lines = read_lines(args.input, strip_cr=True)  # a CRLF file translates as the same file in LF
     progress = Progress(len(lines), sys.stderr)
-    outputs = translate_lines(
-        model,
-        sp,
-        lines,
-        options,
-        runtime.max_tokens,
-        autocast,
-        source_name=args.input,
-        progress=progress,
-        compile=compiled,
-        int8=int8,
-    )
+    decoding = DecodingRuntime(runtime.max_tokens, autocast, compiled, int8)
+    outputs = translate_lines(model, sp, lines, options, decoding, args.input, progress)
     progress.report()
     atomic_write_text(args.output, "".join(line + "\n" for line in outputs))
     return 0

@@ -59,9 +59,8 @@ class TokenBucketSampler:
 
     ``batch_tokens`` (default ``max_tokens``) is what batches are packed to; no exact batch
     exceeds it except a single pair longer than it, and no pair may exceed ``max_tokens``.
-    ``fixed_shapes`` leaves the batches as they are and gives them the shapes they are
-    collated to (``shapes.FixedShapes``): per ladder width, the most pairs an exact batch of
-    that width holds.
+    ``fixed_shapes`` gives the shapes its batches are collated to for a compiled step: the
+    packing is the same either way.
     """
 
     def __init__(
@@ -73,7 +72,6 @@ class TokenBucketSampler:
         rank: int = 0,
         world_size: int = 1,
         batch_tokens: int | None = None,
-        fixed_shapes: bool = False,
     ) -> None:
         # +1: EOS on the source; BOS (input) or EOS (output) on the target.
         self.src_cost = np.asarray(src_lens, dtype=np.int64) + 1
@@ -114,7 +112,6 @@ class TokenBucketSampler:
         self.rank = rank
         self.world_size = world_size
         self._epoch_batches: int | None = None
-        self.shapes = self._fixed_shapes(longest) if fixed_shapes else None
 
     def batches(self, epoch: int) -> list[list[int]]:
         """This rank's batches for ``epoch``, in training order."""
@@ -135,12 +132,14 @@ class TokenBucketSampler:
             self._epoch_batches = len(self._even_out(bounds))
         return self._epoch_batches
 
-    def _fixed_shapes(self, longer: np.ndarray) -> FixedShapes:
-        """The shapes of this packing's batches: the rows of a width are the most pairs of its
-        batches, which are the same every epoch (``epoch_batches``)."""
+    def fixed_shapes(self) -> FixedShapes:
+        """The shapes these batches are collated to for a compiled step (``shapes.FixedShapes``):
+        per ladder width, the most pairs a batch of that width holds, the same every epoch
+        (``epoch_batches``)."""
         order, bounds = self._pack(np.random.default_rng([self.seed, 0]))
         starts, ends = np.asarray(bounds, dtype=np.int64).T
-        longest = longer[order][ends - 1]  # sorted by the longer side: a batch's last is longest
+        longer = np.maximum(self.src_cost, self.tgt_cost)[order]
+        longest = longer[ends - 1]  # sorted by the longer side: a batch's last is its longest
         return FixedShapes(self.batch_tokens, longest, ends - starts)
 
     def _pack(self, rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[int, int]]]:
@@ -327,7 +326,8 @@ def collate(
 
 
 class BatchStream:
-    """This rank's micro-batches, epoch after epoch, resumable at a (epoch, index) position."""
+    """This rank's micro-batches, epoch after epoch, resumable at a (epoch, index) position;
+    collated to widths a multiple of ``multiple``, or to ``shapes`` (fixed shapes)."""
 
     def __init__(
         self,
@@ -337,9 +337,10 @@ class BatchStream:
         epoch: int = 0,
         index: int = 0,
         multiple: int = 1,
+        shapes: FixedShapes | None = None,
     ):
         self.dataset, self.sampler, self.cfg = dataset, sampler, cfg
-        self.epoch, self.index, self.multiple = epoch, index, multiple
+        self.epoch, self.index, self.multiple, self.shapes = epoch, index, multiple, shapes
         self._batches = sampler.batches(epoch)
 
     def next(self) -> Batch:
@@ -348,7 +349,7 @@ class BatchStream:
             self._batches = self.sampler.batches(self.epoch)
         indices = self._batches[self.index]
         self.index += 1
-        cfg, shapes = self.cfg, self.sampler.shapes
+        cfg, shapes = self.cfg, self.shapes
         shape = None if shapes is None else shapes.of(self.dataset, indices)
         return collate(
             self.dataset, indices, cfg.pad_id, cfg.bos_id, cfg.eos_id, self.multiple, shape

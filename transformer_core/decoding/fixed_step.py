@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -118,6 +119,16 @@ def _pad_rows(x: Tensor, rows: int) -> Tensor:
     if missing <= 0:
         return x
     return torch.cat([x, x[:1].expand(missing, *x.shape[1:])])
+
+
+class LayerCaches(NamedTuple):
+    """Every decoder layer's caches, as one argument of the step: self-attention keys and values
+    (rows, h, capacity, d_k), and encoder-decoder ones (slots, h, source slots, d_k)."""
+
+    self_k: list[Tensor]
+    self_v: list[Tensor]
+    cross_k: list[Tensor]
+    cross_v: list[Tensor]
 
 
 @dataclass
@@ -233,10 +244,7 @@ class FixedShapeDecoder(nn.Module):
             pending,
             torch.tensor(state.position, device=device),
             self._position_encodings(capacity, device),
-            state.self_k,
-            state.self_v,
-            state.cross_k,
-            state.cross_v,
+            LayerCaches(state.self_k, state.self_v, state.cross_k, state.cross_v),
             state.src_mask,
             state.beam,
         )
@@ -262,10 +270,7 @@ class FixedShapeDecoder(nn.Module):
         rows: Tensor,
         position: Tensor,
         encodings: Tensor,
-        self_k: list[Tensor],
-        self_v: list[Tensor],
-        cross_k: list[Tensor],
-        cross_v: list[Tensor],
+        caches: LayerCaches,
         src_mask: Tensor,
         beam: int,
     ) -> Tensor:
@@ -273,7 +278,7 @@ class FixedShapeDecoder(nn.Module):
         ``position`` (a 0-d tensor, so that it changes no graph), whose encoding is that row of
         ``encodings``.
 
-        Each layer's caches take rows ``rows``, then the new keys and values at ``position``, in
+        Each layer's self-attention caches (``caches``) take rows ``rows``, then the new keys and values at ``position``, in
         place (so that they keep their memory, as a CUDA graph needs); attention covers the
         positions up to ``position``."""
         model = self.model
@@ -284,7 +289,7 @@ class FixedShapeDecoder(nn.Module):
         write = (positions == at)[None, None, :, None]  # (1, 1, capacity, 1)
         keep = (positions <= at)[None, None, None, :]  # (1, 1, 1, capacity)
         for layer, k_cache, v_cache, k_cross, v_cross in zip(
-            model.decoder_layers, self_k, self_v, cross_k, cross_v, strict=True
+            model.decoder_layers, *caches, strict=True
         ):
             attn = layer.self_attn
             k_cache.copy_(
@@ -294,6 +299,6 @@ class FixedShapeDecoder(nn.Module):
                 torch.where(write, attn.split_heads(attn.w_v(y), attn.d_v), v_cache[rows])
             )
             y = layer.attend_and_transform(
-                y, k_cache, v_cache, k_cross, v_cross, src_mask, beam, keep
+                y, (k_cache, v_cache), (k_cross, v_cross), src_mask, beam, keep
             )
         return model.project(y[:, 0])

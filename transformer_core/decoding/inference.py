@@ -5,6 +5,7 @@ trained model itself where none of that applies."""
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -12,6 +13,22 @@ from torch import nn
 from transformer_core.decoding.fixed_step import FixedShapeDecoder
 from transformer_core.decoding.packed import pack_linears, worth_packing
 from transformer_core.decoding.quantize import check_int8_device, int8_model
+from transformer_core.settings import INFERENCE_MAX_TOKENS
+
+
+@dataclass(frozen=True)
+class DecodingRuntime:
+    """How a decode runs, as its command resolved ``InferenceSettings`` on its device: the
+    source tokens of a batch, padding included; bf16 ``autocast`` or None (fp32); a compiled
+    step; dynamic int8 products. None of them changes what a search finds beyond rounding."""
+
+    max_tokens: int = INFERENCE_MAX_TOKENS
+    autocast: torch.dtype | None = None
+    compile: bool = False
+    int8: bool = False
+
+
+DEFAULT_RUNTIME = DecodingRuntime()  # fp32, eager, batches of INFERENCE_MAX_TOKENS
 
 
 def inference_model(

@@ -20,11 +20,11 @@ from typing import TextIO
 import torch
 from torch import nn
 
-from transformer_core.decoding.inference import inference_model
+from transformer_core.decoding.inference import DEFAULT_RUNTIME, DecodingRuntime, inference_model
 from transformer_core.decoding.search import beam_search
 from transformer_core.errors import UserError
 from transformer_core.parsing.constraint import TreeConstraint
-from transformer_core.settings import INFERENCE_MAX_TOKENS, DecodeOptions
+from transformer_core.settings import DecodeOptions
 
 
 def make_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
@@ -82,23 +82,21 @@ def translate_ids(
     model: nn.Module,
     sources: Sequence[Sequence[int]],
     options: DecodeOptions,
-    max_tokens: int = INFERENCE_MAX_TOKENS,
-    autocast: torch.dtype | None = None,
+    runtime: DecodingRuntime = DEFAULT_RUNTIME,
     on_batch: Callable[[int, int], None] | None = None,
-    compile: bool = False,
     constraint: TreeConstraint | None = None,
-    int8: bool = False,
 ) -> list[list[int]]:
     """Best output ids (no BOS/EOS) for each source id list (pieces only, EOS is appended here).
 
     An empty source gives an empty output without decoding. ``on_batch(sentences,
-    target_tokens)`` is called after each batch (progress reporting). Under bf16
-    ``autocast`` the search runs a bf16 copy of the model (``inference.inference_model``);
-    its scores stay fp32; ``compile`` compiles that copy's steps; ``int8`` decodes with a
-    dynamic int8 copy (``quantize.int8_model``). ``constraint`` goes to the search
-    (``search.beam_search_nbest``).
+    target_tokens)`` is called after each batch (progress reporting). Batches hold
+    ``runtime.max_tokens``; under its bf16 ``autocast`` the search runs a bf16 copy of the
+    model (``inference.inference_model``), its scores fp32; its ``compile`` compiles that
+    copy's steps; its ``int8`` decodes with a dynamic int8 copy (``quantize.int8_model``).
+    ``constraint`` goes to the search (``search.beam_search_nbest``).
     """
-    model = inference_model(model, autocast, compile, int8)
+    autocast, max_tokens = runtime.autocast, runtime.max_tokens
+    model = inference_model(model, autocast, runtime.compile, runtime.int8)
     cfg = model.cfg
     device = next(model.parameters()).device
     outputs: list[list[int]] = [[] for _ in sources]
@@ -190,14 +188,12 @@ def translate_lines(
     sp,
     lines: Sequence[str],
     options: DecodeOptions,
-    max_tokens: int = INFERENCE_MAX_TOKENS,
-    autocast: torch.dtype | None = None,
+    runtime: DecodingRuntime = DEFAULT_RUNTIME,
     source_name: str = "input",
     progress: Progress | None = None,
-    compile: bool = False,
-    int8: bool = False,
 ) -> list[str]:
-    """Detokenized best output for each input line, in input order (empty in, empty out).
+    """Detokenized best output for each input line, in input order (empty in, empty out),
+    decoded as ``runtime`` says (``translate_ids``).
 
     ``options.tree_constraint`` (a linearization) makes the search write only well-formed
     trees of it in ``sp``'s pieces (``parsing.constraint``).
@@ -207,16 +203,6 @@ def translate_lines(
         constraint = TreeConstraint.from_sentencepiece(sp, options.tree_constraint)
     sources = encode_lines(model, sp, lines, source_name)
     on_batch = progress.update if progress is not None else None
-    outputs = translate_ids(
-        model,
-        sources,
-        options,
-        max_tokens,
-        autocast=autocast,
-        on_batch=on_batch,
-        compile=compile,
-        constraint=constraint,
-        int8=int8,
-    )
+    outputs = translate_ids(model, sources, options, runtime, on_batch, constraint)
     # A decoded piece can never smuggle a line break in and shift the output.
     return [sp.decode(ids).replace("\n", " ").replace("\r", " ") for ids in outputs]

@@ -190,30 +190,25 @@ class DecoderLayer(nn.Module):
         """
         cache.append(self.self_attn.w_k(y), self.self_attn.w_v(y), rows)
         return self.attend_and_transform(
-            y,
-            *cache.self_attention(),
-            cache.cross_k,
-            cache.cross_v,
-            src_mask,
-            beam,
+            y, cache.self_attention(), (cache.cross_k, cache.cross_v), src_mask, beam
         )
 
     def attend_and_transform(
         self,
         y: Tensor,
-        self_k: Tensor,
-        self_v: Tensor,
-        cross_k: Tensor,
-        cross_v: Tensor,
+        self_kv: tuple[Tensor, Tensor],
+        cross_kv: tuple[Tensor, Tensor],
         src_mask: Tensor,
         beam: int,
         self_mask: Tensor | None = None,
     ) -> Tensor:
         """The rest of ``step`` once the cache holds this position: a function of tensors alone
-        (the fixed-shape step, ``decoding.fixed_step``, runs it compiled). Decoding runs in eval
-        mode, where dropout is the identity: it is left out. ``self_mask`` (broadcastable to
-        (rows, h, 1, t)) marks the cached positions to attend to; None: all (the eager caches
-        hold only written ones)."""
+        (the fixed-shape step, ``decoding.fixed_step``, runs it compiled), given the layer's
+        self-attention keys and values (``self_kv``) and its encoder-decoder ones
+        (``cross_kv``). Decoding runs in eval mode, where dropout is the identity: it is left
+        out. ``self_mask`` (broadcastable to (rows, h, 1, t)) marks the cached positions to
+        attend to; None: all (the eager caches hold only written ones)."""
+        (self_k, self_v), (cross_k, cross_v) = self_kv, cross_kv
         attended = self.self_attn.attend(y, self_k, self_v, self_mask, decoding=True)
         y = self.norm_1(y + attended)
         n_rows, _, d_model = y.shape

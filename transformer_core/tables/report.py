@@ -179,14 +179,13 @@ def write_report(
     scale: str,
     tables: dict[str, str],
     scores: dict[str, str],
-    plot: str | None,
     samples: list[tuple[str, str, str, str]],
     figures: dict[str, str] | None = None,
     choices: dict[str, str] | None = None,
 ) -> None:
-    """Assemble ``report.md`` from the table markdown files, score JSONs, plot, figures
-    (title -> PNG), samples and the models' decoding settings (label -> ``decode_choice``
-    JSON)."""
+    """Assemble ``report.md`` from the table markdown files, score JSONs, figures (title -> PNG,
+    in order: the learning curves first where there are some), samples and the models'
+    decoding settings (label -> ``decode_choice`` JSON)."""
     text = f"# Reproduction report: Attention Is All You Need\n\nScale: {code_span(scale)}; transformer-core {__version__}.\n\n"
     text += RECIPE + "\n"
     signatures = sorted(
@@ -197,8 +196,6 @@ def write_report(
     for title, path in tables.items():
         text += f"## {title}\n\n{Path(path).read_text(encoding='utf-8')}\n"
     text += sweeps_markdown(choices or {})
-    if plot:
-        text += f"## Learning curves\n\n![learning curves]({os.path.relpath(plot, Path(out).parent)})\n\n"
     for title, path in (figures or {}).items():
         text += f"## {title}\n\n![{title}]({os.path.relpath(path, Path(out).parent)})\n\n"
     if samples:

@@ -90,10 +90,10 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
         target: Tensor,
         epsilon: float,
         rows: int,
-        need_grad: bool,
         fused: bool,
     ) -> tuple[Tensor, Tensor]:
         n, vocab = hidden.size(0), weight.size(0)
+        need_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         dtype = torch.promote_types(weight.dtype, torch.float32)  # fp32 math for bf16 weights
         autocast = torch.is_autocast_enabled(hidden.device.type)
         # bf16 products under autocast (each chunk's hidden states cast once; the weight's
@@ -171,7 +171,7 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor) -> tuple[Tensor | None, ...]:
         grad_hidden, grad_weight = ctx.saved_tensors
-        return grad_hidden.mul_(grad_loss), grad_weight.mul_(grad_loss), *[None] * 5
+        return grad_hidden.mul_(grad_loss), grad_weight.mul_(grad_loss), *[None] * 4
 
 
 # Logits per chunk: 16M floats (64 MiB in fp32) on a CPU; 128M on a GPU (a 12,500-token
@@ -208,9 +208,10 @@ def projected_label_smoothed_loss(
         if not bool(keep.all()):
             hidden, target = hidden[keep], target[keep]
     rows = max(1, CHUNK_ELEMENTS.get(hidden.device.type, 1 << 24) // weight.size(0))
-    need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    if not torch.is_grad_enabled():  # no gradient to compute (the Function sees requires_grad)
+        hidden, weight = hidden.detach(), weight.detach()
     loss, nll = _ProjectedSmoothedCrossEntropy.apply(
-        hidden, weight, target, float(epsilon), rows, need_grad, fused
+        hidden, weight, target, float(epsilon), rows, fused
     )
     return LossSums(loss, nll, target.numel())
 

@@ -26,7 +26,7 @@ mistake fails before the data is read and the device is set up:
 3. ``begin`` carries it out on the device's side: the old run moved aside, ``metrics.jsonl``
    as it was at the resumed checkpoint;
 4. rank 0 then appends to the ``MetricsLog``, ``save``s each checkpoint and, at the end,
-   ``finish``es (``last.pt`` and the ``run_summary``).
+   ``finish``es (``last.pt`` and the session's ``summary``).
 """
 
 from __future__ import annotations
@@ -35,11 +35,10 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from transformer_core.data.token_counts import TokenCounts
 from transformer_core.errors import UserError
 from transformer_core.files import atomic_write_text
 from transformer_core.model.checkpoint import (
@@ -56,7 +55,6 @@ from transformer_core.model.config import ModelConfig
 from transformer_core.settings import TrainConfig
 from transformer_core.training import distributed
 from transformer_core.training.distributed import DistContext
-from transformer_core.training.flops import paper_method_cost, training_flops
 from transformer_core.training.metrics_log import MetricsLog, metrics_whole
 
 # What a checkpoint needs beyond the model to be continued exactly.
@@ -157,6 +155,18 @@ def supersede(paths: RunPaths) -> Path:
         if path.exists():
             path.rename(target / path.name)
     return target
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """Where a run lives, and what a session may do with a run already there: with ``resume``,
+    continue it (one made with other settings is an error); with ``restart_if_changed`` as
+    well, move that one aside and start over (the workflow's mode, so that editing the
+    configuration retrains). Without ``resume`` the folder must hold no checkpoint."""
+
+    out_dir: Path
+    resume: bool = False
+    restart_if_changed: bool = False
 
 
 @dataclass(frozen=True)
@@ -326,51 +336,6 @@ def _make_room(directory: Path, needed: int, keep_last: int) -> None:
             file=sys.stderr,
             flush=True,
         )
-
-
-def run_summary(
-    experiment: str,
-    model_cfg: ModelConfig,
-    cfg: TrainConfig,
-    *,
-    steps: int,
-    counts: TokenCounts,
-    wall_seconds: float,
-    device: str,
-    devices: int,
-    accumulation: int,
-    precision: str,
-    params: int,
-    metrics: dict[str, Any],
-) -> dict[str, Any]:
-    """The content of ``summary.json``: what the tables, the FLOPs and the reports read of a run.
-
-    ``metrics`` are the last logged values (``train_loss``, ``train_ppl``, ``dev_loss``,
-    ``dev_ppl``); ``device`` is its name as ``torch.cuda.get_device_name`` spells it, or "cpu".
-    """
-    cost = paper_method_cost(wall_seconds / 3600.0, devices, device)
-    return {
-        "experiment": experiment,
-        "steps": steps,
-        "tokens_src": counts.src_tokens,
-        "tokens_tgt": counts.tgt_tokens,
-        "token_counts": asdict(counts),
-        "wall_seconds": wall_seconds,
-        "device": device,
-        "devices": devices,
-        "accumulation": accumulation,
-        "precision": precision,
-        "final_train_loss": metrics.get("train_loss"),
-        "final_train_ppl": metrics.get("train_ppl"),
-        "dev_loss": metrics.get("dev_loss"),
-        "dev_ppl": metrics.get("dev_ppl"),
-        "params": params,
-        "flops_paper_method": cost["flops"],
-        "flops_paper_method_note": cost["note"],
-        "flops_analytic": training_flops(model_cfg, counts),
-        "model_config": model_cfg.to_dict(),
-        "train_config": cfg.to_dict(),
-    }
 
 
 class RunDir:

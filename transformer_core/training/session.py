@@ -16,6 +16,7 @@ import os
 import sys
 import time
 import uuid
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,9 @@ from transformer_core.settings import AUTO, TrainConfig
 from transformer_core.training import distributed, micro_batch
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.divergence import DivergenceWatch, dev_diverged
+from transformer_core.training.flops import paper_method_cost, training_flops
 from transformer_core.training.host_memory import keep_freed_memory
-from transformer_core.training.run_dir import RunDir, Start, run_summary
+from transformer_core.training.run_dir import RunDir, RunFolder, Start
 from transformer_core.training.run_lock import run_lock
 from transformer_core.training.step import IntervalStats, StepResult, Trainer, TrainingDiverged
 from transformer_core.training.tensorboard import TrainingCurves, tensorboard_available
@@ -44,31 +46,31 @@ from transformer_core.training.tensorboard import TrainingCurves, tensorboard_av
 
 def train(
     train_prefix: str | Path,
-    out_dir: str | Path,
+    run: str | Path | RunFolder,
     experiment: str,
     cfg: TrainConfig,
     model_overrides: dict[str, Any] | None = None,
     *,
     dev_prefix: str | Path | None = None,
-    resume: bool = False,
-    restart_if_changed: bool = False,
 ) -> dict[str, Any]:
-    """Train one model; returns the summary (also written to ``out_dir/summary.json`` by rank 0).
+    """Train one model into the folder ``run`` (a path: a new run); returns the summary (also
+    written to its ``summary.json`` by rank 0).
 
-    ``resume`` continues the run in ``out_dir`` from its newest checkpoint, rewriting
+    With ``RunFolder.resume`` the run continues from its newest checkpoint, rewriting
     ``metrics.jsonl`` from it (``metrics_log.MetricsLog.restore``); a finished run made
     with the same settings is left as it is, or, when its summary.json, last.pt or
     metrics.jsonl is missing, has all three written again from its last checkpoint
     (no step trained, the same weights and metrics). A run made with
     other settings (model, data, trajectory) is an error, or, with
-    ``restart_if_changed``, is moved aside (``run_dir.supersede``) and training
+    ``RunFolder.restart_if_changed``, is moved aside (``run_dir.supersede``) and training
     starts over: the workflow's mode, so that editing the configuration retrains.
     Run it as one process, or under torchrun for several (``distributed.setup``).
-    One session at a time holds ``out_dir`` (``run_lock``); a run that diverges
+    One session at a time holds the folder (``run_lock``); a run that diverges
     (``divergence.py``) stops with ``TrainingDiverged``, keeping its checkpoints.
     """
-    with run_lock(Path(out_dir), enabled=int(os.environ.get("RANK", "0")) == 0):
-        folder = RunDir(out_dir, resume, restart_if_changed)
+    run = run if isinstance(run, RunFolder) else RunFolder(Path(run))
+    with run_lock(Path(run.out_dir), enabled=int(os.environ.get("RANK", "0")) == 0):
+        folder = RunDir(run.out_dir, run.resume, run.restart_if_changed)
         if cfg.num_threads is not None:
             torch.set_num_threads(cfg.num_threads)
         overrides = dict(model_overrides or {})
@@ -313,20 +315,7 @@ class TrainingSession:
     def finish(self) -> dict[str, Any]:
         """The run's summary (training cost, tokens, time, last metrics), written by rank 0."""
         trainer, ctx = self.trainer, self.ctx
-        summary = run_summary(
-            self.experiment,
-            self.model_cfg,
-            self.cfg,
-            steps=trainer.step,
-            counts=trainer.counts,
-            wall_seconds=self.wall(),
-            device=device_name(ctx.device),
-            devices=ctx.world_size,
-            accumulation=trainer.accumulation,
-            precision=self.precision,
-            params=self.params,
-            metrics=self.last_metrics,
-        )
+        summary = self.summary()
         if ctx.is_main:
             self.metrics_log.sync()
             self.folder.finish(summary)
@@ -336,6 +325,36 @@ class TrainingSession:
             )
         distributed.barrier(ctx)
         return summary
+
+    def summary(self) -> dict[str, Any]:
+        """The content of ``summary.json``: what the tables, the FLOPs and the reports read of
+        the run. The metrics are the last logged (``train_loss``, ``train_ppl``, ``dev_loss``,
+        ``dev_ppl``); the device is named as ``torch.cuda.get_device_name`` spells it, or cpu."""
+        trainer, counts, metrics = self.trainer, self.trainer.counts, self.last_metrics
+        wall_seconds, device = self.wall(), device_name(self.ctx.device)
+        cost = paper_method_cost(wall_seconds / 3600.0, self.ctx.world_size, device)
+        return {
+            "experiment": self.experiment,
+            "steps": trainer.step,
+            "tokens_src": counts.src_tokens,
+            "tokens_tgt": counts.tgt_tokens,
+            "token_counts": asdict(counts),
+            "wall_seconds": wall_seconds,
+            "device": device,
+            "devices": self.ctx.world_size,
+            "accumulation": trainer.accumulation,
+            "precision": self.precision,
+            "final_train_loss": metrics.get("train_loss"),
+            "final_train_ppl": metrics.get("train_ppl"),
+            "dev_loss": metrics.get("dev_loss"),
+            "dev_ppl": metrics.get("dev_ppl"),
+            "params": self.params,
+            "flops_paper_method": cost["flops"],
+            "flops_paper_method_note": cost["note"],
+            "flops_analytic": training_flops(self.model_cfg, counts),
+            "model_config": self.model_cfg.to_dict(),
+            "train_config": self.cfg.to_dict(),
+        }
 
     # --- helpers ------------------------------------------------------------------------------
 

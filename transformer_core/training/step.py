@@ -151,8 +151,8 @@ class Trainer:
             rank=ctx.rank,
             world_size=ctx.world_size,
             batch_tokens=cfg.batch_tokens(ctx.world_size),
-            fixed_shapes=self.fixed_shapes,
         )
+        self.shapes = self.sampler.fixed_shapes() if self.fixed_shapes else None
         self.accumulation = cfg.accumulation(ctx.world_size)
         micro_batch.check_step_size(cfg, train_set, ctx.world_size)  # after the sampler's checks
         self.compiled = compiled
@@ -176,8 +176,9 @@ class Trainer:
     def _batches(self, dataset: ParallelDataset, epoch: int = 0, index: int = 0) -> Prefetcher:
         """This rank's micro-batches from (epoch, index), collated ahead (and pinned for a GPU)."""
         device = self.ctx.device
+        multiple = length_multiple(device)
         stream = BatchStream(
-            dataset, self.sampler, self.model_cfg, epoch, index, length_multiple(device)
+            dataset, self.sampler, self.model_cfg, epoch, index, multiple, self.shapes
         )
         return Prefetcher(stream, depth=2 * self.accumulation, pin_memory=device.type == "cuda")
 
