@@ -5,7 +5,7 @@ and writes its wall time; the operators that took the most host time (self CPU t
 the host's waits for the device (synchronizations and device-to-host copies, with their
 count and time); and, on a GPU, the kernels: how many, the share of the span in which none
 ran, their GPU time by kind of work, and the 10 that took the most. Made to find where a
-decode's step goes on a GPU (docs/gpu.md: the Multi30k test decode at 75 ms a step), and
+decode's step goes on a GPU (docs/notes/gpu_history.md: the Multi30k test decode at 75 ms a step), and
 usable for any command:
 
     python -m bench.profile_command --out translate_profile.json -- translate --checkpoint ...

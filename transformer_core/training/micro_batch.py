@@ -4,8 +4,8 @@ A step's tokens (``tokens_per_step``, the paper's 25,000) are split over the dev
 each device into micro-batches whose gradients are accumulated. On a GPU a step of one large
 micro-batch costs far less than the same tokens in several small ones: the host queues about
 the same kernels for each, and small ones leave the GPU idle (one H100, base, eager:
-75.9 ms for one micro-batch of 25,000 tokens, 45.2 ms for one of 3,125, so 8 of them cost
-4.8x as much; docs/gpu.md). ``auto`` therefore gives each GPU its whole share of the step
+79.0 ms for one micro-batch of 25,000 tokens, 45.2 ms for one of 3,125, so 8 of them cost
+4.6x as much; docs/gpu.md). ``auto`` therefore gives each GPU its whole share of the step
 where it fits the GPU's memory, and halves it until it does, down to the paper's 3,125
 tokens (what each of its 8 GPUs ran). On a CPU the micro-batch sets no speed, only memory,
 and ``auto`` is the paper's 3,125.
