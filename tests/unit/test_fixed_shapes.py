@@ -40,6 +40,19 @@ def test_the_ladder_steps_by_8_then_by_about_an_eighth():
     assert shapes.shape(5000)[0] == 1  # a pair over the budget is a batch of its own
 
 
+def test_every_rank_s_batches_fit_the_shapes_of_the_split_for_the_ranks():
+    """Split for 2 ranks, the fullest batch (7 pairs of width 16) becomes 3 pairs of width 8 and
+    4 of width 16: each half has a shape that holds it."""
+    src = tgt = np.array([7, 7, 7, 8, 8, 8, 8])  # with EOS or BOS: 8 (width 8) and 9 (width 16)
+    for rank in range(2):
+        sampler = TokenBucketSampler(src, tgt, 64, rank=rank, world_size=2)
+        shapes = sampler.fixed_shapes()
+        (batch,) = sampler.batches(0)
+        rows, _ = shapes.shape(1 + int(max(src[batch])))
+        assert len(batch) <= rows
+    assert shapes.most_rows == {8: 3, 16: 4}
+
+
 @pytest.mark.parametrize("batch_tokens", [400, 3125])
 def test_fixed_batches_fit_their_shape_and_cover_every_sentence_once(batch_tokens):
     src, tgt = wmt_like_lengths(4000)

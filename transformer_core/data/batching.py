@@ -134,10 +134,10 @@ class TokenBucketSampler:
 
     def fixed_shapes(self) -> FixedShapes:
         """The shapes these batches are collated to for a compiled step (``shapes.FixedShapes``):
-        per ladder width, the most pairs a batch of that width holds, the same every epoch
-        (``epoch_batches``)."""
+        per ladder width, the most pairs a batch of that width holds, after the split for the
+        ranks; the same every epoch (``epoch_batches``)."""
         order, bounds = self._pack(np.random.default_rng([self.seed, 0]))
-        starts, ends = np.asarray(bounds, dtype=np.int64).T
+        starts, ends = np.asarray(self._even_out(bounds), dtype=np.int64).T
         longer = np.maximum(self.src_cost, self.tgt_cost)[order]
         longest = longer[ends - 1]  # sorted by the longer side: a batch's last is its longest
         return FixedShapes(self.batch_tokens, longest, ends - starts)
