@@ -96,14 +96,16 @@ def our_runner(
     decoder = inference.inference_model(model, autocast, compiled, int8=precision == "int8")
     cfg = model.cfg
     # The beam's field: ``beam``, or ``beam_size`` in a version from before its rename.
-    fields = {f.name for f in dataclasses.fields(settings.DecodeOptions)}
+    fields = {f.name for f in dataclasses.fields(settings.DecodeSettings)}
     beam = {"beam" if "beam" in fields else "beam_size": BEAM}
     if forced:  # min_len blocks EOS until then
-        options = settings.DecodeOptions(
+        options = settings.DecodeSettings(
             **beam, alpha=ALPHA, max_len_a=0.0, max_len_b=forced, min_len=forced
         )
     else:
-        options = settings.DecodeOptions(**beam, alpha=ALPHA, max_len_a=1.0, max_len_b=EXTRA_LENGTH)
+        options = settings.DecodeSettings(
+            **beam, alpha=ALPHA, max_len_a=1.0, max_len_b=EXTRA_LENGTH
+        )
 
     def run(batches: Batches) -> list[list[int]]:
         outputs = []

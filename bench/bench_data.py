@@ -34,8 +34,8 @@ from bench.shared_data import SHARED_DATA
 from transformer_core.data import bpe
 from transformer_core.data.binarized import binarize
 from transformer_core.data.prepare import prepare_corpus
-from transformer_core.data.settings import PrepareSettings
 from transformer_core.files import read_lines
+from transformer_core.settings import PrepareSettings
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_CHILD = """

@@ -52,7 +52,7 @@ from transformer_core.device import cpu_has_native_bf16
 from transformer_core.export.transformers import marian_config
 from transformer_core.model.config import ModelConfig
 from transformer_core.model.transformer import Transformer
-from transformer_core.settings import DecodeOptions
+from transformer_core.settings import DecodeSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -217,7 +217,7 @@ def bench_file_decoding(
     until then), after a warm-up on their first 64."""
     model = our_model(shape).to(device)
     # Outputs as long as their sources: max length = 1 * (pieces + EOS) - 1, EOS suppressed.
-    options = DecodeOptions(beam=BEAM, alpha=0.6, max_len_a=1.0, max_len_b=-1, min_len=10**6)
+    options = DecodeSettings(beam=BEAM, alpha=0.6, max_len_a=1.0, max_len_b=-1, min_len=10**6)
     runtime = DecodingRuntime(max_tokens, autocast, compile)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     start = time.perf_counter()

@@ -74,7 +74,7 @@ from transformer_core.decoding.search import beam_search_nbest
 from transformer_core.decoding.translate import translate_ids
 from transformer_core.model.config import ModelConfig, model_config
 from transformer_core.model.transformer import Transformer
-from transformer_core.settings import DecodeOptions, TrainConfig
+from transformer_core.settings import DecodeSettings, TrainSettings
 from transformer_core.training import loss as loss_module
 from transformer_core.training.distributed import DistContext
 
@@ -123,7 +123,7 @@ def trainer_for(
 
     cfg = model_config("base", **{**TRAIN_SHAPES[shape], **(QUICK_TRAIN if quick else {})})
     dataset = synthetic_corpus(workdir / shape, cfg.vocab_size, sentences=4000 if quick else 30000)
-    train_cfg = TrainConfig(max_tokens=max_tokens, tokens_per_step=tokens, warmup=4000)
+    train_cfg = TrainSettings(max_tokens=max_tokens, tokens_per_step=tokens, warmup=4000)
     ctx = DistContext(0, 0, 1, torch.device("cpu"), owns_group=False)
     trainer = Trainer(cfg, train_cfg, ctx, dataset)
     trainer.autocast = torch.bfloat16  # the GPU's precision (emulated where this CPU lacks bf16)
@@ -254,7 +254,7 @@ def decoding_sources(vocab_size: int, n: int, seed: int) -> list[list[int]]:
 
 
 # Each output as long as its source: max length = 1 * (pieces + EOS) - 1, EOS blocked until then.
-FORCED = DecodeOptions(beam=4, alpha=0.6, max_len_a=1.0, max_len_b=-1, min_len=10**6)
+FORCED = DecodeSettings(beam=4, alpha=0.6, max_len_a=1.0, max_len_b=-1, min_len=10**6)
 
 
 def bench_decoding(quick: bool) -> dict:

@@ -40,7 +40,7 @@ from bench.bench_train import SHAPES
 from bench.hardware import result_path, write_result
 from transformer_core.device import choose_attention_backends, cpu_has_native_bf16
 from transformer_core.model.config import model_config
-from transformer_core.settings import TrainConfig
+from transformer_core.settings import TrainSettings
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.random_state import seed_everything
 from transformer_core.training.step import Trainer
@@ -100,7 +100,7 @@ def seed_band_check(reference: list[list[float]], candidate: list[list[float]]) 
 
 
 def train_curve(
-    cfg, train_cfg: TrainConfig, dataset, ctx: DistContext, seed: int, steps: int, interval: int
+    cfg, train_cfg: TrainSettings, dataset, ctx: DistContext, seed: int, steps: int, interval: int
 ) -> list[float]:
     """The NLL per target token every ``interval`` steps of one run: the batches of the
     sampler's seed (``train_cfg.seed``), the initial weights and dropout masks of ``seed``."""
@@ -148,11 +148,11 @@ def main() -> int:
     sizes = {} if args.shape == "base" else SHAPES[args.shape]
     ctx = DistContext(0, 0, 1, device, owns_group=False)
     choose_attention_backends(device)
-    base_train = TrainConfig(
+    base_train = TrainSettings(
         max_tokens=args.tokens, tokens_per_step=args.tokens, warmup=100, lr_scale=0.3,
         precision=precision, device=args.device, seed=1,
     )  # fmt: skip
-    runs: dict[str, tuple[dict, TrainConfig]] = {}
+    runs: dict[str, tuple[dict, TrainSettings]] = {}
     for name in ["reference", *args.candidates]:
         shapes, compiled, weights = PATHS[name]
         runs[name] = ({}, replace(base_train, batch_shapes=shapes, compile=compiled,

@@ -52,7 +52,7 @@ from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.device import choose_attention_backends, cpu_has_native_bf16
 from transformer_core.model.config import model_config
-from transformer_core.settings import TrainConfig
+from transformer_core.settings import TrainSettings
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.step import Trainer
 
@@ -200,7 +200,7 @@ def learning_report(
         name = name.replace("reseeded", "eager") + (", other masks" if kind == "reseeded" else "")
         if name in curves:
             continue
-        train_cfg = TrainConfig(
+        train_cfg = TrainSettings(
             max_tokens=tokens, tokens_per_step=tokens, warmup=100, lr_scale=0.3,
             precision=dtype, compile="on" if kind == "compiled" else "off",
             batch_shapes="fixed", device=device, compute_weights=weights,

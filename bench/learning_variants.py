@@ -94,7 +94,7 @@ def worker(spec: dict[str, Any]) -> None:
     import torch
 
     from transformer_core.model.transformer import Transformer
-    from transformer_core.settings import TrainConfig
+    from transformer_core.settings import TrainSettings
     from transformer_core.training.run_dir import RunFolder
     from transformer_core.training.session import train
 
@@ -106,7 +106,7 @@ def worker(spec: dict[str, Any]) -> None:
             torch.nn.init.normal_(self.embedding.weight, std=spec["embedding_std"])
 
         Transformer.reset_parameters = reset_with_embedding
-    cfg = TrainConfig(**spec["train"])
+    cfg = TrainSettings(**spec["train"])
     train(
         spec["train_prefix"],
         RunFolder(spec["out_dir"], resume=True, restart_if_changed=True),

@@ -29,7 +29,7 @@ import torch
 
 from bench.train_runners import synthetic_corpus
 from transformer_core.model.config import model_config
-from transformer_core.settings import TrainConfig
+from transformer_core.settings import TrainSettings
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.step import Trainer
 
@@ -74,7 +74,7 @@ def probe(corpus, weights: str, tokens_per_step: int, marked: bool, calls: list)
         "base", vocab_size=24, encoder_layers=1, decoder_layers=1, d_model=32, d_ff=64, h=2,
         d_k=16, d_v=16, dropout=0.0,
     )  # fmt: skip
-    settings = TrainConfig(
+    settings = TrainSettings(
         max_tokens=64, tokens_per_step=tokens_per_step, warmup=5, precision="bf16",
         compile="on", compute_weights=weights,
     )  # fmt: skip

@@ -20,7 +20,7 @@ from transformer_core.data.dataset import ParallelDataset
 from transformer_core.export.transformers import marian_config
 from transformer_core.model.config import model_config
 from transformer_core.model.transformer import count_parameters
-from transformer_core.settings import TrainConfig
+from transformer_core.settings import TrainSettings
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.step import Trainer
 
@@ -71,7 +71,7 @@ class Ours:
         compute_weights="fp32",
     ):
         ctx = DistContext(0, 0, 1, device, owns_group=False)
-        train_cfg = TrainConfig(
+        train_cfg = TrainSettings(
             max_tokens=max_tokens,
             tokens_per_step=tokens_per_step,
             precision=precision,

@@ -15,7 +15,7 @@ from transformer_core.data.dataset import ParallelDataset
 from transformer_core.decoding.search import beam_search_nbest
 from transformer_core.model.config import model_config
 from transformer_core.model.transformer import Transformer
-from transformer_core.settings import TrainConfig
+from transformer_core.settings import TrainSettings
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.loss import LossModel
 from transformer_core.training.step import Trainer
@@ -57,7 +57,7 @@ def _ten_steps(corpus: ParallelDataset, device: torch.device, **settings) -> flo
     """The label-smoothed loss per target token over ten full Trainer steps (batches
     prefetched, and pinned for a GPU)."""
     cfg = model_config("base", vocab_size=24, **{**TRAIN_SHAPE, "dropout": 0.0})
-    train_cfg = TrainConfig(max_tokens=64, tokens_per_step=128, warmup=5, **settings)
+    train_cfg = TrainSettings(max_tokens=64, tokens_per_step=128, warmup=5, **settings)
     trainer = Trainer(cfg, train_cfg, DistContext(0, 0, 1, device, owns_group=False), corpus)
     try:
         tokens = sum(trainer.train_step().tgt_tokens for _ in range(10))

@@ -53,4 +53,9 @@ def test_the_table_names_every_module_and_no_other():
 
 
 def test_the_table_is_read():  # the check above is empty if the table's format changes
-    assert {"training/step", "decoding/search", "settings", "commands/train"} <= named_modules()
+    assert {
+        "training/step",
+        "decoding/search",
+        "settings/train",
+        "commands/train",
+    } <= named_modules()

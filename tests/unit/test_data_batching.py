@@ -19,7 +19,7 @@ from transformer_core.data.batching import (
 from transformer_core.data.binarized import BinarizedWriter, binarize
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.errors import UserError
-from transformer_core.settings import TrainConfig
+from transformer_core.settings import TrainSettings
 from transformer_core.training.loss import LossModel
 
 
@@ -123,10 +123,10 @@ def test_batch_tokens_packs_smaller_and_a_longer_pair_goes_alone():
 
 
 def test_train_config_packs_to_the_step_where_it_is_below_a_micro_batch():
-    cfg = TrainConfig(max_tokens=1000, tokens_per_step=500)
+    cfg = TrainSettings(max_tokens=1000, tokens_per_step=500)
     assert (cfg.batch_tokens(1), cfg.accumulation(1)) == (500, 1)
     assert (cfg.batch_tokens(2), cfg.accumulation(2)) == (250, 1)
-    paper = TrainConfig(max_tokens=3125, tokens_per_step=25_000)
+    paper = TrainSettings(max_tokens=3125, tokens_per_step=25_000)
     steps = [(paper.batch_tokens(w), paper.accumulation(w)) for w in (1, 8, 16)]
     assert steps == [(3125, 8), (3125, 1), (1563, 1)]
 

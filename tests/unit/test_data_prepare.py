@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from transformer_core.data.prepare import Normalizer, prepare_corpus, reject_reason
-from transformer_core.data.settings import PrepareSettings
 from transformer_core.errors import UserError
+from transformer_core.settings import PrepareSettings
 
 
 def clean(lang, line, form="NFC"):

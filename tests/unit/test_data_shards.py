@@ -20,8 +20,8 @@ from transformer_core.data.binarized import binarize, concatenate, read_header, 
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.data.prepare import prepare_corpus, prepare_shard
 from transformer_core.data.progress import Progress, duration
-from transformer_core.data.settings import PrepareSettings, SentencePieceSettings
 from transformer_core.errors import UserError
+from transformer_core.settings import PrepareSettings, SentencePieceSettings
 
 SAMPLE_2000 = SentencePieceSettings(sample_size=2000)
 

@@ -8,8 +8,8 @@ import pytest
 import sentencepiece as spm
 
 from transformer_core.data import bpe, smoke
-from transformer_core.data.settings import SentencePieceSettings
 from transformer_core.errors import UserError
+from transformer_core.settings import SentencePieceSettings
 
 SAMPLE_4000 = SentencePieceSettings(sample_size=4000, seed=1)
 

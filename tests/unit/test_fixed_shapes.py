@@ -21,7 +21,7 @@ from transformer_core.data.shapes import FixedShapes, ladder
 from transformer_core.device import use_fixed_shapes
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.model.checkpoint import load_checkpoint
-from transformer_core.settings import TrainConfig
+from transformer_core.settings import TrainSettings
 from transformer_core.training.loss import LossModel
 from transformer_core.training.run_dir import RunFolder
 from transformer_core.training.session import train
@@ -173,14 +173,14 @@ def test_auto_fixes_shapes_where_compiled_and_a_bad_value_names_the_key():
     with pytest.raises(UserError, match="--batch-shapes"):
         use_fixed_shapes("static", False)
     with pytest.raises(ConfigError, match="batch_shapes"):
-        TrainConfig(batch_shapes="static")
+        TrainSettings(batch_shapes="static")
 
 
 def test_a_run_trains_in_fixed_shapes_and_resumes_only_in_them(tmp_path, capsys):
     """A checkpoint records fixed shapes; a resume that would collate them otherwise is refused
     naming both, or, with restart_if_changed (the workflow's mode), starts over."""
     corpus = write_corpus(tmp_path / "train")
-    cfg = TrainConfig(
+    cfg = TrainSettings(
         steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1,
         num_threads=1, batch_shapes="fixed",
     )  # fmt: skip
@@ -189,11 +189,15 @@ def test_a_run_trains_in_fixed_shapes_and_resumes_only_in_them(tmp_path, capsys)
     ckpt = load_checkpoint(tmp_path / "run" / "checkpoints" / "step_0000001.pt")
     assert ckpt["data"]["fixed_shapes"] is True
     longer = {**cfg.to_dict(), "steps": 3}
-    exact = TrainConfig(**{**longer, "batch_shapes": "auto"})  # not compiled: exact
+    exact = TrainSettings(**{**longer, "batch_shapes": "auto"})  # not compiled: exact
     with pytest.raises(UserError, match="collated to fixed shapes, this run's would be exact"):
         train(corpus, RunFolder(tmp_path / "run", resume=True), "base", exact, TRAIN_SHAPE)
     summary = train(
-        corpus, RunFolder(tmp_path / "run", resume=True), "base", TrainConfig(**longer), TRAIN_SHAPE
+        corpus,
+        RunFolder(tmp_path / "run", resume=True),
+        "base",
+        TrainSettings(**longer),
+        TRAIN_SHAPE,
     )
     assert summary["steps"] == 3
     train(corpus, RunFolder(tmp_path / "run", resume=True, restart_if_changed=True), "base", exact, TRAIN_SHAPE)  # fmt: skip

@@ -348,7 +348,7 @@ def test_a_parent_that_is_a_file(world, tmp_path, capsys):
 
 def test_a_kill_between_the_renames_of_a_pair_never_leaves_an_old_half(tmp_path, monkeypatch):
     from transformer_core.data.prepare import prepare_corpus
-    from transformer_core.data.settings import PrepareSettings
+    from transformer_core.settings import PrepareSettings
 
     for side, text in (("src", "a b\nc d\n"), ("tgt", "x y\nz w\n")):
         (tmp_path / f"in.{side}").write_text(text)

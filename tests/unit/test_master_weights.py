@@ -12,7 +12,7 @@ from transformer_core.device import cpu_has_native_bf16
 from transformer_core.errors import ConfigError
 from transformer_core.model.config import ModelConfig, model_config
 from transformer_core.model.transformer import Transformer
-from transformer_core.settings import TrainConfig
+from transformer_core.settings import TrainSettings
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.loss import LossModel
 from transformer_core.training.master_weights import MasterWeights, compute_dtype
@@ -104,11 +104,11 @@ def test_bf16_weights_need_bf16_precision():
     with pytest.raises(ConfigError, match="train.compute_weights bf16 needs bf16 precision"):
         compute_dtype("bf16", None)
     with pytest.raises(ConfigError, match="train.compute_weights"):
-        TrainConfig(compute_weights="fp16")
+        TrainSettings(compute_weights="fp16")
 
 
 def _trainer(corpus: ParallelDataset, **settings) -> Trainer:
-    cfg = TrainConfig(
+    cfg = TrainSettings(
         max_tokens=64, tokens_per_step=128, warmup=4, precision="bf16", num_threads=1, **settings
     )
     return Trainer(model_config("base", vocab_size=24, **TRAIN_SHAPE), cfg, CPU, corpus)

@@ -7,7 +7,7 @@ import torch
 
 from transformer_core.errors import ConfigError
 from transformer_core.model.config import model_config
-from transformer_core.settings import TrainConfig, parse_max_tokens
+from transformer_core.settings import TrainSettings, parse_max_tokens
 from transformer_core.training import micro_batch
 from transformer_core.training.micro_batch import (
     PAPER_MICRO_BATCH,
@@ -48,14 +48,14 @@ def test_step_memory_grows_with_the_tokens_and_the_model():
 
 def test_auto_on_a_cpu_is_the_papers_micro_batch_and_a_number_stays():
     base = model_config("base")
-    assert micro_batch_tokens(TrainConfig(), base, CPU, 1) == 3125
-    assert micro_batch_tokens(TrainConfig(tokens_per_step=2000), base, CPU, 1) == 2000
-    assert micro_batch_tokens(TrainConfig(tokens_per_step=25000), base, CPU, 16) == 1563
-    assert micro_batch_tokens(TrainConfig(max_tokens=777), base, CPU, 1) == 777
+    assert micro_batch_tokens(TrainSettings(), base, CPU, 1) == 3125
+    assert micro_batch_tokens(TrainSettings(tokens_per_step=2000), base, CPU, 1) == 2000
+    assert micro_batch_tokens(TrainSettings(tokens_per_step=25000), base, CPU, 16) == 1563
+    assert micro_batch_tokens(TrainSettings(max_tokens=777), base, CPU, 1) == 777
 
 
 def test_the_run_records_the_number_chosen():
-    cfg = micro_batch.resolved(TrainConfig(), model_config("base"), CPU, 1)
+    cfg = micro_batch.resolved(TrainSettings(), model_config("base"), CPU, 1)
     assert cfg.max_tokens == 3125 and cfg.accumulation(1) == 8 and cfg.batch_tokens(1) == 3125
     assert cfg.to_dict()["max_tokens"] == 3125
 
@@ -67,4 +67,4 @@ def test_max_tokens_takes_a_positive_integer_or_auto():
             parse_max_tokens(text)
     for value in (0, "big", True, 2.5):
         with pytest.raises(ConfigError, match="train.max_tokens"):
-            TrainConfig(max_tokens=value)
+            TrainSettings(max_tokens=value)

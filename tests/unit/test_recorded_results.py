@@ -20,7 +20,7 @@ from transformer_core.data.dataset import ParallelDataset
 from transformer_core.decoding.search import beam_search_nbest
 from transformer_core.model.config import model_config
 from transformer_core.model.transformer import Transformer
-from transformer_core.settings import TrainConfig
+from transformer_core.settings import TrainSettings
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.loss import LossModel
 from transformer_core.training.step import Trainer
@@ -84,7 +84,7 @@ def test_weights_after_three_steps(corpus, one_thread, float64):
     """
     cfg = model_config("base", vocab_size=50, **SHAPE)
     torch.manual_seed(0)
-    train_cfg = TrainConfig(max_tokens=120, tokens_per_step=240, warmup=10, precision="fp32")
+    train_cfg = TrainSettings(max_tokens=120, tokens_per_step=240, warmup=10, precision="fp32")
     ctx = DistContext(0, 0, 1, torch.device("cpu"), owns_group=False)
     trainer = Trainer(cfg, train_cfg, ctx, corpus)
     try:

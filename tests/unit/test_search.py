@@ -9,7 +9,7 @@ import torch
 from conftest import tiny_config, tiny_model
 
 from transformer_core.decoding.search import (
-    DecodeOptions,
+    DecodeSettings,
     beam_search,
     beam_search_nbest,
     greedy_search,
@@ -184,13 +184,13 @@ def test_nbest_must_fit_the_beam():
 def test_options_object_keywords_and_the_beam_check():
     """An options object, keywords, or both (keywords win) are the same search; beam < 1 is a
     UserError wherever it comes from."""
-    options = DecodeOptions(beam=3, alpha=10.0)
+    options = DecodeSettings(beam=3, alpha=10.0)
     model = TableModel({0: SHORT_VS_LONG})
     assert beam_search(model, src(0), options) == beam_search(model, src(0), beam=3, alpha=10.0)
     assert beam_search(model, src(0), options, alpha=0.0) == [[]]
-    assert DecodeOptions() == DecodeOptions(beam=4, alpha=0.6, max_len_a=1.0, max_len_b=50)
+    assert DecodeSettings() == DecodeSettings(beam=4, alpha=0.6, max_len_a=1.0, max_len_b=50)
     for call in (
-        lambda: DecodeOptions(beam=0),
+        lambda: DecodeSettings(beam=0),
         lambda: beam_search(model, src(0), beam=0),
         lambda: greedy_search(model, src(0), options, beam=0),
     ):

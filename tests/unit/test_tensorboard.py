@@ -10,7 +10,7 @@ from corpora import write_corpus
 
 from transformer_core.errors import UserError
 from transformer_core.model.checkpoint import list_checkpoints
-from transformer_core.settings import TrainConfig
+from transformer_core.settings import TrainSettings
 from transformer_core.training.run_dir import RunFolder
 from transformer_core.training.session import train
 from transformer_core.training.tensorboard import DEV_CURVES, TRAIN_CURVES, tensorboard_available
@@ -29,10 +29,10 @@ def curves(folder) -> dict[str, list[tuple[int, float]]]:
     }
 
 
-def recipe(**overrides) -> TrainConfig:
+def recipe(**overrides) -> TrainSettings:
     settings = dict(steps=12, max_tokens=200, tokens_per_step=200, warmup=4, log_interval=3,
                     checkpoint_interval=6, keep_last=2, num_threads=1)  # fmt: skip
-    return TrainConfig(**{**settings, **overrides})
+    return TrainSettings(**{**settings, **overrides})
 
 
 def test_the_logged_values_are_the_curves(tmp_path):

@@ -13,8 +13,8 @@ from transformer_core.device import cpu_has_native_bf16
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.evaluation.perplexity import dataset_perplexity
 from transformer_core.model.checkpoint import list_checkpoints, load_checkpoint, load_model
-from transformer_core.model.config import ModelConfig, model_config, parse_overrides
-from transformer_core.settings import TrainConfig
+from transformer_core.model.config import ModelConfig, experiment, model_config, parse_overrides
+from transformer_core.settings import TrainSettings
 from transformer_core.training import loss, run_dir
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.run_dir import RunFolder
@@ -40,7 +40,7 @@ def test_tiny_model_fits_20_pairs(tmp_path, precision, compute_weights):
     """In exact fp32, in ``auto`` (bf16 autocast on this CPU where it computes bf16 natively),
     and with bf16 compute weights beside the fp32 ones."""
     corpus = write_corpus(tmp_path / "train")
-    cfg = TrainConfig(
+    cfg = TrainSettings(
         steps=150,
         max_tokens=200,
         tokens_per_step=200,
@@ -91,7 +91,7 @@ def test_final_dev_perplexity_is_what_the_ppl_command_computes(tmp_path):
     """Table 3's PPL column is the run's final dev evaluation: it must equal `transformer-core ppl`."""
     corpus = write_corpus(tmp_path / "train")
     dev = write_corpus(tmp_path / "dev", n=7, seed=1)
-    cfg = TrainConfig(
+    cfg = TrainSettings(
         steps=12,
         max_tokens=200,
         tokens_per_step=200,
@@ -110,7 +110,7 @@ def test_dev_interval_scores_dev_on_its_own_steps_and_at_the_end(tmp_path):
     """--dev-interval parts the dev scoring from the checkpoints; each checkpoint names the
     step of the dev loss it holds."""
     corpus = write_corpus(tmp_path / "train", n=12)
-    cfg = TrainConfig(
+    cfg = TrainSettings(
         steps=7,
         max_tokens=200,
         tokens_per_step=200,
@@ -128,12 +128,12 @@ def test_dev_interval_scores_dev_on_its_own_steps_and_at_the_end(tmp_path):
     held = [load_checkpoint(path)["metrics"].get("dev_step") for path in checkpoints]
     assert held == [None, 3, 6, 7]  # the checkpoints of steps 2, 4, 6 and 7
     with pytest.raises(ConfigError, match="train.dev_interval"):
-        TrainConfig(dev_interval=0)
+        TrainSettings(dev_interval=0)
 
 
 def test_checkpoint_holds_the_training_state(tmp_path):
     corpus = write_corpus(tmp_path / "train")
-    cfg = TrainConfig(
+    cfg = TrainSettings(
         steps=2, max_tokens=64, tokens_per_step=128, warmup=10, checkpoint_interval=1, num_threads=1
     )
     train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
@@ -151,7 +151,7 @@ def test_checkpoint_holds_the_training_state(tmp_path):
 
 def test_resume_refuses_other_settings_and_finished_run_is_a_no_op(tmp_path, capsys):
     corpus = write_corpus(tmp_path / "train")
-    cfg = TrainConfig(
+    cfg = TrainSettings(
         steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1, num_threads=1
     )
     train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
@@ -159,7 +159,7 @@ def test_resume_refuses_other_settings_and_finished_run_is_a_no_op(tmp_path, cap
         train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
     summary = train(corpus, RunFolder(tmp_path / "run", resume=True), "base", cfg, TRAIN_SHAPE)
     assert summary["steps"] == 2 and "nothing to do" in capsys.readouterr().err
-    longer = TrainConfig(**{**cfg.to_dict(), "steps": 3, "lr_scale": 2.0})
+    longer = TrainSettings(**{**cfg.to_dict(), "steps": 3, "lr_scale": 2.0})
     with pytest.raises(UserError, match="lr_scale=1.0"):
         train(corpus, RunFolder(tmp_path / "run", resume=True), "base", longer, TRAIN_SHAPE)
     with pytest.raises(UserError, match="differs in d_ff"):
@@ -167,7 +167,7 @@ def test_resume_refuses_other_settings_and_finished_run_is_a_no_op(tmp_path, cap
             corpus,
             RunFolder(tmp_path / "run", resume=True),
             "base",
-            TrainConfig(**{**cfg.to_dict(), "steps": 3}),
+            TrainSettings(**{**cfg.to_dict(), "steps": 3}),
             {**TRAIN_SHAPE, "d_ff": 32},
         )
     # A finished run is only "nothing to do" for the settings it was made with.
@@ -183,7 +183,7 @@ def test_resume_refuses_other_settings_and_finished_run_is_a_no_op(tmp_path, cap
 
 def test_a_cooled_down_run_steps_as_its_schedule_and_resumes_only_to_its_own_length(tmp_path):
     corpus = write_corpus(tmp_path / "train")
-    cfg = TrainConfig(
+    cfg = TrainSettings(
         steps=3, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1,
         num_threads=1, cooldown=2,
     )  # fmt: skip
@@ -194,25 +194,25 @@ def test_a_cooled_down_run_steps_as_its_schedule_and_resumes_only_to_its_own_len
         assert lr == learning_rate(step, 32, 10) * (1.0, 1.0, 0.5)[step - 1]
     folder = run_dir.RunDir(tmp_path / "run", resume=True, restart_if_changed=False)
     model_cfg = ModelConfig.from_dict(folder.previous.payload["model_config"])
-    longer = TrainConfig(**{**cfg.to_dict(), "steps": 4})
+    longer = TrainSettings(**{**cfg.to_dict(), "steps": 4})
     with pytest.raises(UserError, match="cools down over the last 2 of 3 steps, not of --steps 4"):
         folder.decide(model_cfg, longer, None)
     # A run written before the setting existed resumes as one without a cooldown.
     del folder.previous.payload["train_config"]["cooldown"]
-    paper = TrainConfig(**{**cfg.to_dict(), "steps": 4, "cooldown": 0})
+    paper = TrainSettings(**{**cfg.to_dict(), "steps": 4, "cooldown": 0})
     assert folder.decide(model_cfg, paper, None).kind == "resume"
 
 
 def test_run_dir_plans_nothing_to_do_resume_start_over_or_fresh(tmp_path):
     corpus = write_corpus(tmp_path / "train")
-    cfg = TrainConfig(
+    cfg = TrainSettings(
         steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1, num_threads=1
     )
     summary = train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
     folder = run_dir.RunDir(tmp_path / "run", resume=True, restart_if_changed=True)
     model_cfg = ModelConfig.from_dict(folder.previous.payload["model_config"])
     assert folder.decide(model_cfg, cfg, None) == run_dir.Start("finished", summary=summary)
-    longer = TrainConfig(**{**cfg.to_dict(), "steps": 3})
+    longer = TrainSettings(**{**cfg.to_dict(), "steps": 3})
     resume = folder.decide(model_cfg, longer, None)
     assert resume.kind == "resume" and resume.payload["step"] == 2
     assert resume.checkpoint == folder.paths.checkpoints / "step_0000002.pt"
@@ -229,7 +229,7 @@ def test_run_dir_plans_nothing_to_do_resume_start_over_or_fresh(tmp_path):
 
 def test_restart_if_changed_moves_the_old_run_aside_and_retrains(tmp_path, capsys):
     corpus = write_corpus(tmp_path / "train")
-    cfg = TrainConfig(
+    cfg = TrainSettings(
         steps=2,
         max_tokens=64,
         tokens_per_step=64,
@@ -261,13 +261,13 @@ def test_restart_if_changed_moves_the_old_run_aside_and_retrains(tmp_path, capsy
 
 
 def test_accumulation_matches_the_paper_on_any_device_count():
-    cfg = TrainConfig(max_tokens=3125)  # 25000 target tokens per step, 3125 per micro-batch
+    cfg = TrainSettings(max_tokens=3125)  # 25000 target tokens per step, 3125 per micro-batch
     assert [cfg.accumulation(n) for n in (1, 2, 4, 8, 16)] == [8, 4, 2, 1, 1]
-    assert TrainConfig(max_tokens=4096).accumulation(1) == 7
-    assert TrainConfig.for_experiment("big").checkpoint_interval == 600
-    assert TrainConfig.for_experiment("big").steps == 300_000
+    assert TrainSettings(max_tokens=4096).accumulation(1) == 7
+    assert TrainSettings.for_experiment(experiment("big")).checkpoint_interval == 600
+    assert TrainSettings.for_experiment(experiment("big")).steps == 300_000
     with pytest.raises(ConfigError, match="train.keep_last"):
-        TrainConfig(keep_last=0)
+        TrainSettings(keep_last=0)
 
 
 def test_bad_set_key_is_a_clean_error(tmp_path, capsys):
@@ -404,7 +404,7 @@ def test_dev_loss_with_wrong_sources_detects_use_of_the_source(tmp_path):
     corpus = write_corpus(
         tmp_path / "train", n=40, min_len=5, max_len=5
     )  # one length: full batches
-    cfg = TrainConfig(
+    cfg = TrainSettings(
         steps=150,
         max_tokens=200,
         tokens_per_step=200,
@@ -432,7 +432,7 @@ def test_dev_loss_with_wrong_sources_detects_use_of_the_source(tmp_path):
 def test_checkpoint_written_before_init_existed_resumes(tmp_path, capsys):
     """A checkpoint whose model config lacks a newer key (init) continues: the key takes its default."""
     corpus = write_corpus(tmp_path / "train")
-    cfg = TrainConfig(
+    cfg = TrainSettings(
         steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1, num_threads=1
     )
     run = tmp_path / "run"
@@ -445,7 +445,7 @@ def test_checkpoint_written_before_init_existed_resumes(tmp_path, capsys):
         corpus,
         RunFolder(run, resume=True, restart_if_changed=True),
         "base",
-        TrainConfig(**{**cfg.to_dict(), "steps": 3}),
+        TrainSettings(**{**cfg.to_dict(), "steps": 3}),
         TRAIN_SHAPE,
     )
     assert summary["steps"] == 3 and "resuming from" in capsys.readouterr().err
@@ -458,11 +458,11 @@ def test_trained_model_decodes_what_it_learned(tmp_path):
     from transformer_core.data.dataset import ParallelDataset
     from transformer_core.decoding.translate import translate_ids
     from transformer_core.model.checkpoint import load_model
-    from transformer_core.settings import DecodeOptions
+    from transformer_core.settings import DecodeSettings
 
     corpus = write_corpus(tmp_path / "train", n=400, vocab=20, min_len=3, max_len=6)
     held_out = write_corpus(tmp_path / "dev", n=30, vocab=20, seed=1, min_len=3, max_len=6)
-    cfg = TrainConfig(
+    cfg = TrainSettings(
         steps=600,
         max_tokens=400,
         tokens_per_step=400,
@@ -488,7 +488,7 @@ def test_trained_model_decodes_what_it_learned(tmp_path):
     model = load_model(tmp_path / "run" / "last.pt")
     dev = ParallelDataset(held_out)
     sources = [dev.src(i).tolist() for i in range(len(dev))]
-    outputs = translate_ids(model, sources, DecodeOptions(beam=4, max_len_b=10))
+    outputs = translate_ids(model, sources, DecodeSettings(beam=4, max_len_b=10))
     correct = sum(out == src[::-1] for src, out in zip(sources, outputs, strict=True))
     assert correct >= 27, f"{correct} of 30 held-out sources reversed"
 
@@ -497,7 +497,7 @@ def test_a_non_finite_step_leaves_the_weights_and_the_next_read_raises(tmp_path)
     """The divergence check runs on the device: from the first step whose loss is not finite
     on, fused Adam skips the update; the loop's next read raises, naming that step."""
     corpus = ParallelDataset(write_corpus(tmp_path / "train"))
-    cfg = TrainConfig(max_tokens=64, tokens_per_step=64, warmup=4, precision="fp32")
+    cfg = TrainSettings(max_tokens=64, tokens_per_step=64, warmup=4, precision="fp32")
     ctx = DistContext(0, 0, 1, torch.device("cpu"), owns_group=False)
     trainer = Trainer(model_config("base", vocab_size=24, **TRAIN_SHAPE), cfg, ctx, corpus)
     try:
@@ -529,7 +529,7 @@ def test_gradients_owned_across_micro_batches_give_the_same_step(tmp_path, monke
     overwrites, the trainer sums the micro-batches' gradients into its own (kept between
     steps, zeroed): the weights come out bit for bit as where autograd's own are summed."""
     corpus = ParallelDataset(write_corpus(tmp_path / "train"))
-    cfg = TrainConfig(max_tokens=32, tokens_per_step=64, warmup=4, precision="fp32")
+    cfg = TrainSettings(max_tokens=32, tokens_per_step=64, warmup=4, precision="fp32")
     ctx = DistContext(0, 0, 1, torch.device("cpu"), owns_group=False)
     model_cfg = model_config("base", vocab_size=24, **{**TRAIN_SHAPE, "dropout": 0.0})
     weights = []

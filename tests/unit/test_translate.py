@@ -15,7 +15,7 @@ from transformer_core.decoding.search import beam_search
 from transformer_core.decoding.translate import check_vocabulary, make_batches
 from transformer_core.errors import UserError
 from transformer_core.model.checkpoint import save_checkpoint
-from transformer_core.settings import DecodeOptions
+from transformer_core.settings import DecodeSettings
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_cli_defaults_are_the_papers_and_a_bad_beam_fails_first(tmp_path, capsys
     args = build_parser().parse_args(
         ["translate", "--checkpoint", "c", "--spm", "s", "--input", "i", "--output", "o"]
     )
-    assert decode_options(args) == DecodeOptions()
+    assert decode_options(args) == DecodeSettings()
     # Checked before any file is looked at (the checkpoint and the input do not exist).
     code = main(
         [

@@ -12,6 +12,7 @@ from snakemake.utils import validate
 from transformer_core.errors import ConfigError
 from transformer_core.paper import ATTENTION_FIGURES
 from transformer_core.workflow_plan import DataPlan, RunPlan, TablePlan
+from transformer_core.workflow_plan.config_checks import check
 from transformer_core.workflow_plan.data import (
     BINARIZED_SUFFIXES,
     shard_args,
@@ -308,3 +309,16 @@ def test_a_setting_of_dev_is_chosen_from_the_grid_on_each_models_dev_decodes():
     assert [(p.beam, p.alpha) for p in plan.grid_points("en_de")] == [
         (1, 0.6), (1, 1.0), (4, 0.6), (4, 1.0)
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("section", ["decode", "table4.decode"])
+def test_a_search_that_would_empty_every_output_is_refused_when_the_configuration_loads(section):
+    """The schema bounds each number; DecodeSettings' own rule (a one-word source gets an output
+    token) runs on the configuration too, before any job, naming the section."""
+    config = configuration()
+    decode = config["decode"] if section == "decode" else config["table4"]["decode"]
+    decode.update(max_len_a=1.0, max_len_b=-100)
+    with pytest.raises(ConfigError, match=rf"^{section}: --max-len-a 1.0 --max-len-b -100: a "):
+        check(config)
+    decode.update(max_len_b=-1)  # 2 x 1.0 - 1: one token
+    check(config)

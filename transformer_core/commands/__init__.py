@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any
 
 from transformer_core.decoding.dev_choice import CHOSEN_FIELDS
 from transformer_core.errors import UserError
 from transformer_core.model.config import BASE
-from transformer_core.settings import DecodeOptions, flagged_fields
+from transformer_core.settings import (
+    DecodeSettings,
+    add_option,
+    add_options,
+    flag_values,
+    flagged_fields,
+)
 
 
 def add_model_files(
@@ -53,77 +58,21 @@ def add_records(
     )  # fmt: skip
 
 
-def add_option(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    f: dataclasses.Field,
-    default: Any,
-    shown: str,
-    note: str = "",
-) -> None:
-    """The flag of a flagged settings field (``settings.option``): its type, choices, metavar
-    and help from the field, ``default`` as parsed, ``shown`` as the help's default, ``note`` a
-    command's own words after the help. A boolean field is a ``--flag`` / ``--no-flag`` pair."""
-    meta = f.metadata
-    help = meta["help"] + note
-    if isinstance(f.default, bool):  # --flag / --no-flag; None: the command's config decides
-        on = f.default if default is None else default
-        parser.add_argument(
-            meta["flag"], dest=f.name, action=argparse.BooleanOptionalAction, default=default,
-            help=f"{help} (default: {'on' if on else 'off'})",
-        )  # fmt: skip
-        return
-    choices = meta.get("choices")
-    metavar = None if choices else meta["flag"].removeprefix("--").upper().replace("-", "_")
-    parser.add_argument(
-        meta["flag"],
-        dest=f.name,
-        metavar=meta.get("metavar", metavar),
-        type=meta.get("type", type(f.default)),
-        choices=choices,
-        default=default,
-        help=f"{help} (default: {shown})",
-    )
-
-
-def add_options(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    cls: type,
-    only: tuple[str, ...] | None = None,
-    defaults: dict[str, Any] | None = None,
-    notes: dict[str, str] | None = None,
-) -> None:
-    """The flags of settings dataclass ``cls``, one per flagged field (``only``: just these
-    fields), each with its default or the command's own (``defaults``) and its help, followed
-    by the command's ``notes``."""
-    defaults, notes = defaults or {}, notes or {}
-    for f in flagged_fields(cls):
-        if only is None or f.name in only:
-            default = defaults.get(f.name, f.default)
-            shown = f.metadata.get("unset", "off") if default is None else str(default)
-            add_option(parser, f, default, shown, notes.get(f.name, ""))
-
-
-def flag_values(cls: type, args: argparse.Namespace) -> dict[str, Any]:
-    """The values ``add_options``' flags of settings dataclass ``cls`` parsed to, by field name;
-    a field the command has no flag for (``add_options(only=...)``) keeps its default."""
-    return {f.name: getattr(args, f.name, f.default) for f in flagged_fields(cls)}
-
-
 def add_decode_arguments(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    defaults: DecodeOptions | None = None,
+    defaults: DecodeSettings | None = None,
     settings_file: bool = False,
 ) -> None:
-    """The search flags of the commands that decode: one per flagged ``DecodeOptions`` field,
+    """The search flags of the commands that decode: one per flagged ``DecodeSettings`` field,
     with its help and its value in ``defaults`` (default: the paper's translation search).
     ``settings_file``: also ``--decode-settings``, a file of ``decode_choice`` that gives the
     beam and alpha instead (then --beam and --alpha default to None, ``decode_options``
     filling them in)."""
-    defaults = dataclasses.asdict(defaults or DecodeOptions())
+    defaults = dataclasses.asdict(defaults or DecodeSettings())
     if not settings_file:
-        add_options(parser, DecodeOptions, defaults=defaults)
+        add_options(parser, DecodeSettings, defaults=defaults)
         return
-    for f in flagged_fields(DecodeOptions):
+    for f in flagged_fields(DecodeSettings):
         if f.name in CHOSEN_FIELDS:
             add_option(parser, f, None, f"{defaults[f.name]}, or --decode-settings'")
         else:
@@ -136,10 +85,10 @@ def add_decode_arguments(
     )
 
 
-def decode_options(args: argparse.Namespace) -> DecodeOptions:
-    """The ``DecodeOptions`` of ``add_decode_arguments``'s flags (checks them: ``--beam``),
+def decode_options(args: argparse.Namespace) -> DecodeSettings:
+    """The ``DecodeSettings`` of ``add_decode_arguments``'s flags (checks them: ``--beam``),
     the beam and alpha from ``--decode-settings`` where it is given."""
-    values = flag_values(DecodeOptions, args)
+    values = flag_values(DecodeSettings, args)
     path = getattr(args, "decode_settings", None)
     if path is not None:
         from transformer_core.decoding.dev_choice import read_settings
@@ -151,14 +100,9 @@ def decode_options(args: argparse.Namespace) -> DecodeOptions:
             )
         record = read_settings(path)
         values.update({name: record[name] for name in CHOSEN_FIELDS})
-    paper = DecodeOptions()
+    paper = DecodeSettings()
     values.update({name: getattr(paper, name) for name in CHOSEN_FIELDS if values[name] is None})
-    return DecodeOptions(**values)
-
-
-def settings_of(cls: type, args: argparse.Namespace) -> Any:
-    """The settings dataclass ``cls`` of the flags ``add_options`` made for it (checks them)."""
-    return cls(**flag_values(cls, args))
+    return DecodeSettings(**values)
 
 
 def check_outputs(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from transformer_core.commands import add_model_files, add_options, settings_of
-from transformer_core.settings import RuntimeSettings
+from transformer_core.commands import add_model_files
+from transformer_core.settings import RuntimeSettings, add_options, settings_of
 
 HELP = "Draw the paper's Figures 3-5: encoder self-attention of a trained model on its example sentences."
 

@@ -5,13 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from transformer_core.commands import (
-    add_decode_arguments,
-    add_options,
-    decode_options,
-    settings_of,
-)
-from transformer_core.settings import InferenceSettings
+from transformer_core.commands import add_decode_arguments, decode_options
+from transformer_core.settings import InferenceSettings, add_options, settings_of
 
 HELP = (
     "Decode the dev set with a run's kept checkpoints and score each: BLEU against training steps."

@@ -7,9 +7,9 @@ import json
 import math
 import sys
 
-from transformer_core.commands import add_model_files, add_options, settings_of
+from transformer_core.commands import add_model_files
 from transformer_core.errors import UserError
-from transformer_core.settings import InferenceSettings
+from transformer_core.settings import InferenceSettings, add_options, settings_of
 
 HELP = "Perplexity per target word piece (no label smoothing) of a checkpoint on a binarized split."
 

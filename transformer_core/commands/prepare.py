@@ -13,8 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from transformer_core.commands import add_options, check_outputs, flag_values
-from transformer_core.data.settings import PrepareSettings
+from transformer_core.commands import check_outputs
+from transformer_core.settings import PrepareSettings, add_options, flag_values
 
 HELP = "normalize (unicode, Moses punctuation, non-printing chars) and filter a parallel corpus"
 

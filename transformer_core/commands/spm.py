@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from transformer_core.commands import add_options, check_outputs, flag_values
-from transformer_core.data.settings import SentencePieceSettings
+from transformer_core.commands import check_outputs
+from transformer_core.settings import SentencePieceSettings, add_options, flag_values
 
 HELP = "train a joint sentencepiece BPE model on a bounded sample; encode and decode text"
 

@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_core.commands import add_option, flag_values
-from transformer_core.settings import TrainConfig, flagged_fields
+from transformer_core.model.config import experiment
+from transformer_core.settings import TrainSettings, add_option, flag_values, flagged_fields
 
 HELP = "Train a Transformer (Adam, warmup + inverse-sqrt schedule, label smoothing, DDP under torchrun)."
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of `train`: one per flagged ``TrainConfig`` field, the recipe's and the
+    """The flags of `train`: one per flagged ``TrainSettings`` field, the recipe's and the
     runtime's. They parse to None when left out, so the experiment's preset decides
-    (``TrainConfig.for_experiment``); the help shows base's value and big's where it differs."""
-    base, big = TrainConfig.for_experiment("base"), TrainConfig.for_experiment("big")
-    for f in flagged_fields(TrainConfig):
+    (``TrainSettings.for_experiment``); the help shows base's value and big's where it differs."""
+    base, big = (TrainSettings.for_experiment(experiment(name)) for name in ("base", "big"))
+    for f in flagged_fields(TrainSettings):
         shown, other = getattr(base, f.name), getattr(big, f.name)
         if shown is None:
             shown = f.metadata["unset"]
@@ -33,10 +33,12 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         add_option(parser, f, None, str(shown))
 
 
-def train_config(args: argparse.Namespace) -> TrainConfig:
-    """The ``TrainConfig`` of ``args.experiment`` with ``add_train_arguments``' flags where
+def train_config(args: argparse.Namespace) -> TrainSettings:
+    """The ``TrainSettings`` of ``args.experiment`` with ``add_train_arguments``' flags where
     given."""
-    return TrainConfig.for_experiment(args.experiment, **flag_values(TrainConfig, args))
+    return TrainSettings.for_experiment(
+        experiment(args.experiment), **flag_values(TrainSettings, args)
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,14 +6,14 @@ import argparse
 import dataclasses
 import sys
 
-from transformer_core.commands import (
-    add_decode_arguments,
-    add_model_files,
+from transformer_core.commands import add_decode_arguments, add_model_files, decode_options
+from transformer_core.settings import (
+    AUTO,
+    QUANTIZE_MODES,
+    InferenceSettings,
     add_options,
-    decode_options,
     settings_of,
 )
-from transformer_core.settings import AUTO, QUANTIZE_MODES, InferenceSettings
 
 HELP = "Decode a text file line by line with beam search (sentencepiece in and out, order kept)."
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from transformer_core.commands import add_options, check_outputs
-from transformer_core.data.settings import TreebankSettings
+from transformer_core.commands import check_outputs
 from transformer_core.errors import UserError
 from transformer_core.files import atomic_open, read_lines
-from transformer_core.settings import parse_seed
+from transformer_core.settings import TreebankSettings, add_options, parse_seed
 
 HELP = (
     "Treebank files for parsing (wsj, smoke, nltk; merge for semi-supervised training) "

@@ -24,9 +24,9 @@ import sentencepiece as spm
 
 from transformer_core.data.fetch import open_text
 from transformer_core.data.progress import Progress
-from transformer_core.data.settings import SentencePieceSettings
 from transformer_core.errors import UserError
 from transformer_core.files import atomic_open, sha256_of
+from transformer_core.settings import SentencePieceSettings
 
 SPECIAL_IDS = {"pad_id": 0, "unk_id": 1, "bos_id": 2, "eos_id": 3}
 BATCH_LINES = 10_000

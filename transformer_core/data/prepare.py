@@ -41,9 +41,9 @@ from sacremoses import MosesPunctNormalizer
 
 from transformer_core.data.fetch import open_text
 from transformer_core.data.progress import Progress
-from transformer_core.data.settings import PrepareSettings
 from transformer_core.data.shards import Shard, parallel_lines
 from transformer_core.files import atomic_open_all
+from transformer_core.settings import PrepareSettings
 
 FILTERS = ("empty", "too_long", "ratio")
 CHUNK_LINES = 10_000

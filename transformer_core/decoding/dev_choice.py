@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from transformer_core.errors import UserError
-from transformer_core.settings import DEV, DecodeOptions
+from transformer_core.settings import DEV, DecodeSettings
 
 CRITERION = "sacrebleu"  # the dev score the choice maximizes
-CHOSEN_FIELDS = ("beam", "alpha")  # the DecodeOptions fields a settings file gives
-PAPER = DecodeOptions()  # the paper's beam 4 and alpha 0.6: where scores tie
+CHOSEN_FIELDS = ("beam", "alpha")  # the DecodeSettings fields a settings file gives
+PAPER = DecodeSettings()  # the paper's beam 4 and alpha 0.6: where scores tie
 TIES = (
     f"equal dev {CRITERION}: the paper's value (beam {PAPER.beam}, alpha {PAPER.alpha}), then "
     "the smaller alpha, then the smaller beam"

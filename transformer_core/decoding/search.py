@@ -1,6 +1,6 @@
 """Batched beam search (and greedy search) on the Transformer's incremental decoder.
 
-The decoding recipe of the paper (section 6.1, via tensor2tensor; ``DecodeOptions``): beam size 4,
+The decoding recipe of the paper (section 6.1, via tensor2tensor; ``DecodeSettings``): beam size 4,
 the GNMT length penalty ``lp(|Y|) = ((5 + |Y|) / 6) ** alpha`` with alpha 0.6,
 maximum output length ``max_len_a * source_length + max_len_b`` (1 and 50 for
 translation, 1 and 300 for parsing) and early termination. A hypothesis is
@@ -52,19 +52,19 @@ import torch
 from torch import Tensor, nn
 
 from transformer_core.model.decoder_state import PositionBuffer
-from transformer_core.settings import DecodeOptions
+from transformer_core.settings import DecodeSettings
 
 if TYPE_CHECKING:
     from transformer_core.parsing.constraint import TreeConstraint
 
 
-def _options(options: DecodeOptions | None, settings: dict[str, Any]) -> DecodeOptions:
+def _options(options: DecodeSettings | None, settings: dict[str, Any]) -> DecodeSettings:
     """``options`` (default: the paper's) with ``settings``, keyword values of its fields, applied.
 
-    So that ``beam_search(model, src, DecodeOptions(beam=2))`` and
+    So that ``beam_search(model, src, DecodeSettings(beam=2))`` and
     ``beam_search(model, src, beam=2)`` are the same call.
     """
-    return dataclasses.replace(options if options is not None else DecodeOptions(), **settings)
+    return dataclasses.replace(options if options is not None else DecodeSettings(), **settings)
 
 
 @dataclass(frozen=True)
@@ -239,7 +239,7 @@ def row_topk(values: Tensor, k: int, block: int = 128) -> tuple[Tensor, Tensor]:
 def beam_search_nbest(
     model: nn.Module,
     src_tokens: Tensor,
-    options: DecodeOptions | None = None,
+    options: DecodeSettings | None = None,
     *,
     nbest: int = 1,
     constraint: TreeConstraint | None = None,
@@ -248,7 +248,7 @@ def beam_search_nbest(
     """The ``nbest`` best hypotheses of each sentence of ``src_tokens`` (B, S), best first.
 
     ``src_tokens`` is right-padded with ``model.cfg.pad_id`` and holds the source
-    pieces followed by EOS. ``options`` and keyword ``settings`` (``DecodeOptions``
+    pieces followed by EOS. ``options`` and keyword ``settings`` (``DecodeSettings``
     fields, e.g. ``beam=2``) say how to search. A ``constraint``
     (``parsing.constraint.TreeConstraint``) masks the pieces that would make a
     hypothesis an ill-formed tree.
@@ -374,7 +374,7 @@ def beam_search_nbest(
 def beam_search(
     model: nn.Module,
     src_tokens: Tensor,
-    options: DecodeOptions | None = None,
+    options: DecodeSettings | None = None,
     *,
     constraint: TreeConstraint | None = None,
     **settings: Any,
@@ -389,7 +389,7 @@ def beam_search(
 
 @torch.inference_mode()
 def greedy_search(
-    model: nn.Module, src_tokens: Tensor, options: DecodeOptions | None = None, **settings: Any
+    model: nn.Module, src_tokens: Tensor, options: DecodeSettings | None = None, **settings: Any
 ) -> list[list[int]]:
     """Reference: take the most probable token each step, until EOS or the maximum length.
 

@@ -24,7 +24,7 @@ from transformer_core.decoding.inference import DEFAULT_RUNTIME, DecodingRuntime
 from transformer_core.decoding.search import beam_search
 from transformer_core.errors import UserError
 from transformer_core.parsing.constraint import TreeConstraint
-from transformer_core.settings import DecodeOptions
+from transformer_core.settings import DecodeSettings
 
 
 def make_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
@@ -81,7 +81,7 @@ class Progress:
 def translate_ids(
     model: nn.Module,
     sources: Sequence[Sequence[int]],
-    options: DecodeOptions,
+    options: DecodeSettings,
     runtime: DecodingRuntime = DEFAULT_RUNTIME,
     on_batch: Callable[[int, int], None] | None = None,
     constraint: TreeConstraint | None = None,
@@ -187,7 +187,7 @@ def translate_lines(
     model: nn.Module,
     sp,
     lines: Sequence[str],
-    options: DecodeOptions,
+    options: DecodeSettings,
     runtime: DecodingRuntime = DEFAULT_RUNTIME,
     source_name: str = "input",
     progress: Progress | None = None,

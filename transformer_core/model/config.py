@@ -15,28 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from transformer_core.errors import ConfigError
+from transformer_core.settings.fields import require_choice, require_positive_integers
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
 INITIALIZATIONS = ("xavier", "normal")
 
 # Special token ids; sentencepiece models are trained with the same ids.
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-
-
-def require_positive_integers(settings: Any, section: str, names: tuple[str, ...]) -> None:
-    """A ConfigError naming ``section.name`` for the first of ``names`` that is not a positive
-    integer (a bool is not one) in the dataclass ``settings``."""
-    for name in names:
-        value = getattr(settings, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ConfigError(f"{section}.{name} must be a positive integer, got {value!r}")
-
-
-def require_choice(settings: Any, section: str, name: str, choices: tuple[str, ...]) -> None:
-    """A ConfigError naming ``section.name`` and its choices when the field is not one of them."""
-    value = getattr(settings, name)
-    if value not in choices:
-        raise ConfigError(f"{section}.{name} must be one of {', '.join(choices)}, got {value!r}")
 
 
 @dataclass(frozen=True)

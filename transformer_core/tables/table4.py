@@ -15,7 +15,7 @@ import pandas as pd
 from transformer_core.errors import UserError
 from transformer_core.evaluation.significance import mean_std
 from transformer_core.paper import TABLE4
-from transformer_core.settings import DecodeOptions
+from transformer_core.settings import DecodeSettings
 from transformer_core.tables.translation import (
     group_seeds,
     mean_of,
@@ -142,7 +142,7 @@ def _finite(value: Any) -> float | None:
     return value if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-def search_note(search: DecodeOptions) -> str:
+def search_note(search: DecodeSettings) -> str:
     """The table's note on how our rows decoded: the search and what happens to its trees."""
     length = "input" if search.max_len_a == 1.0 else f"{search.max_len_a:g} x input"
     text = (

@@ -11,7 +11,7 @@ tokens (what each of its 8 GPUs ran). On a CPU the micro-batch sets no speed, on
 and ``auto`` is the paper's 3,125.
 
 How a step is cut into micro-batches is a hardware choice, not the recipe's: the step holds
-the same number of tokens either way. The choice is a setting of the run (``TrainConfig``),
+the same number of tokens either way. The choice is a setting of the run (``TrainSettings``),
 which ``auto`` keeps when a run resumes (``recorded``): a cluster that requeues a job onto
 another number of devices, where ``auto`` would choose otherwise, continues the run with its
 recorded micro-batch wherever that fits the device, and is refused in one line where it does
@@ -29,7 +29,7 @@ from transformer_core.data.dataset import ParallelDataset
 from transformer_core.errors import UserError
 from transformer_core.model.config import ModelConfig
 from transformer_core.model.transformer import parameter_count
-from transformer_core.settings import AUTO, TrainConfig
+from transformer_core.settings import AUTO, TrainSettings
 
 PAPER_MICRO_BATCH = 3125  # the paper's 25,000 tokens a step over its 8 GPUs
 STATE_BYTES = 16  # per parameter: the fp32 weight, its gradient and Adam's two moments
@@ -61,7 +61,7 @@ def fitting_micro_batch(model_cfg: ModelConfig, share: int, memory_bytes: int) -
 
 
 def micro_batch_tokens(
-    cfg: TrainConfig, model_cfg: ModelConfig, device: torch.device, world_size: int
+    cfg: TrainSettings, model_cfg: ModelConfig, device: torch.device, world_size: int
 ) -> int:
     """``cfg.max_tokens``, or where it is ``auto`` the tokens of a micro-batch on ``device``
     with ``world_size`` devices: on a GPU its share of the step as it fits the GPU's memory
@@ -76,8 +76,8 @@ def micro_batch_tokens(
 
 
 def resolved(
-    cfg: TrainConfig, model_cfg: ModelConfig, device: torch.device, world_size: int
-) -> TrainConfig:
+    cfg: TrainSettings, model_cfg: ModelConfig, device: torch.device, world_size: int
+) -> TrainSettings:
     """``cfg`` with ``max_tokens`` a number (``micro_batch_tokens``): what the run records."""
     return dataclasses.replace(
         cfg, max_tokens=micro_batch_tokens(cfg, model_cfg, device, world_size)
@@ -85,8 +85,8 @@ def resolved(
 
 
 def recorded(
-    cfg: TrainConfig, payload: dict | None, model_cfg: ModelConfig, device: torch.device
-) -> TrainConfig:
+    cfg: TrainSettings, payload: dict | None, model_cfg: ModelConfig, device: torch.device
+) -> TrainSettings:
     """``cfg`` (``max_tokens`` resolved from ``auto``) with the micro-batch the run resumed
     from (``payload``, its newest checkpoint) recorded, where that fits ``device``; a run
     whose micro-batch does not fit is a UserError saying so."""
@@ -104,7 +104,7 @@ def recorded(
     return dataclasses.replace(cfg, max_tokens=stored)
 
 
-def check_step_size(cfg: TrainConfig, train_set: ParallelDataset, world_size: int) -> None:
+def check_step_size(cfg: TrainSettings, train_set: ParallelDataset, world_size: int) -> None:
     """A step accumulates micro-batches only up to the training set's target tokens (with
     EOS): past them it would hold the corpus more than once per update (at 10^12 tokens, 10^9
     micro-batches, its memory growing). One micro-batch a step (a small corpus) is fine."""

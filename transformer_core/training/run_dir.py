@@ -52,7 +52,7 @@ from transformer_core.model.checkpoint import (
     tensor_bytes,
 )
 from transformer_core.model.config import ModelConfig
-from transformer_core.settings import TrainConfig
+from transformer_core.settings import TrainSettings
 from transformer_core.training import distributed
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.metrics_log import MetricsLog, metrics_whole
@@ -95,7 +95,7 @@ class RunPaths:
 def settings_mismatch(
     payload: dict,
     model_cfg: ModelConfig,
-    cfg: TrainConfig,
+    cfg: TrainSettings,
     spm_sha256: str | None = None,
     fixed_shapes: bool = False,
 ) -> str | None:
@@ -118,8 +118,8 @@ def settings_mismatch(
             f"({', '.join(f'{k}={stored_model.get(k)!r}' for k in diff)})"
         )
     # A setting added since the checkpoint was written takes its default.
-    stored = {**TrainConfig(steps=cfg.steps).to_dict(), **payload["train_config"]}
-    diff = [k for k in TrainConfig.TRAJECTORY if stored.get(k) != getattr(cfg, k)]
+    stored = {**TrainSettings(steps=cfg.steps).to_dict(), **payload["train_config"]}
+    diff = [k for k in TrainSettings.TRAJECTORY if stored.get(k) != getattr(cfg, k)]
     if diff:
         return f"it was trained with {', '.join(f'{k}={stored.get(k)!r}' for k in diff)}"
     stored_fixed = bool(payload.get("data", {}).get("fixed_shapes", False))  # absent: exact
@@ -238,7 +238,7 @@ class Start:
 def _decide(
     previous: PreviousRun,
     model_cfg: ModelConfig,
-    cfg: TrainConfig,
+    cfg: TrainSettings,
     spm_sha256: str | None,
     restart_if_changed: bool,
     fixed_shapes: bool = False,
@@ -351,7 +351,7 @@ class RunDir:
     def decide(
         self,
         model_cfg: ModelConfig,
-        cfg: TrainConfig,
+        cfg: TrainSettings,
         spm_sha256: str | None,
         fixed_shapes: bool = False,
     ) -> Start:

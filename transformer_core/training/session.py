@@ -32,7 +32,7 @@ from transformer_core.errors import UserError
 from transformer_core.evaluation.perplexity import exp_mean_nll
 from transformer_core.model.config import ModelConfig, model_config
 from transformer_core.model.transformer import count_parameters
-from transformer_core.settings import AUTO, TrainConfig
+from transformer_core.settings import AUTO, TrainSettings
 from transformer_core.training import distributed, micro_batch
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.divergence import DivergenceWatch, dev_diverged
@@ -48,7 +48,7 @@ def train(
     train_prefix: str | Path,
     run: str | Path | RunFolder,
     experiment: str,
-    cfg: TrainConfig,
+    cfg: TrainSettings,
     model_overrides: dict[str, Any] | None = None,
     *,
     dev_prefix: str | Path | None = None,
@@ -142,7 +142,7 @@ class TrainingSession:
     ):
         self.trainer, self.folder, self.start = trainer, folder, start
         self.experiment, self.dev_set, self.provenance = experiment, dev_set, provenance
-        self.cfg: TrainConfig = trainer.cfg
+        self.cfg: TrainSettings = trainer.cfg
         self.model_cfg: ModelConfig = trainer.model_cfg
         self.ctx: DistContext = trainer.ctx
         self.watch = DivergenceWatch(self.model_cfg.vocab_size)

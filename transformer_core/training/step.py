@@ -1,7 +1,7 @@
 """The optimizer step of training (paper section 5): the ``Trainer`` (of ``loss.LossModel``).
 
 One optimizer step takes ``accumulation`` micro-batches on each of
-``world_size`` devices (``TrainConfig.accumulation``). Its loss is the sum of
+``world_size`` devices (``TrainSettings.accumulation``). Its loss is the sum of
 label-smoothed token losses over all of them divided by the global number of
 target tokens, so the gradient equals that of one big batch however the tokens
 are split: each rank all-reduces the token count before the forward pass and
@@ -49,7 +49,7 @@ from transformer_core.errors import UserError
 from transformer_core.evaluation.perplexity import Perplexity, dataset_batches, summed_nll
 from transformer_core.model.config import ModelConfig
 from transformer_core.model.transformer import Transformer
-from transformer_core.settings import TrainConfig
+from transformer_core.settings import TrainSettings
 from transformer_core.training import distributed, micro_batch
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.loss import LossModel
@@ -107,7 +107,11 @@ class Trainer:
     """Model, optimizer, data stream and counters of one rank; ``train_step`` is one optimizer step."""
 
     def __init__(
-        self, model_cfg: ModelConfig, cfg: TrainConfig, ctx: DistContext, train_set: ParallelDataset
+        self,
+        model_cfg: ModelConfig,
+        cfg: TrainSettings,
+        ctx: DistContext,
+        train_set: ParallelDataset,
     ):
         cfg = micro_batch.resolved(cfg, model_cfg, ctx.device, ctx.world_size)  # auto: a number
         self.model_cfg, self.cfg, self.ctx = model_cfg, cfg, ctx

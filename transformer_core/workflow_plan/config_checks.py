@@ -24,7 +24,7 @@ import yaml
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.model.config import TABLE3_ROWS, ModelConfig
 from transformer_core.parsing.corpora import nltk_files, wsj_section_files
-from transformer_core.settings import AUTO, DEV, config_key, decode_fields
+from transformer_core.settings import AUTO, DEV, DecodeSettings
 from transformer_core.workflow_plan.scaling import scaled_model_overrides, scaled_steps
 
 MIRROR_SCHEMES = ("http", "https", "ftp", "file")
@@ -38,31 +38,16 @@ _WSJ_NEEDED = (
 
 
 # Every key the workflow's rules read. Each shipped configuration sets all of them itself
-# (tests/unit/test_hostile_inputs.py): a file given with --configfile replaces config/config.yaml
-# instead of extending it, and a key left out takes the schema's default, which Snakemake
-# then names (``defaulted_keys``).
+# (tests/workflow/test_hostile_configurations.py): a file given with --configfile replaces
+# config/config.yaml instead of extending it, and a key left out takes the schema's default,
+# which Snakemake then names (``defaulted_keys``). These are the workflow's own keys; the
+# settings sections' are those their schema requires or gives a default (``schema.stated_keys``).
 RULE_KEYS = (
     "scale",
     "mirror",
     "scale_rule.width_divisor",
     "scale_rule.layer_divisor",
     "scale_rule.step_divisor",
-    "train.tokens_per_step",
-    "train.max_tokens",
-    "train.warmup",
-    "train.lr_scale",
-    "train.seed",
-    "train.log_interval",
-    "train.precision",
-    "models.base.checkpoint_interval",
-    "models.base.average_last",
-    "models.big.checkpoint_interval",
-    "models.big.average_last",
-    *(f"decode.{config_key(f)}" for f in decode_fields() if f.name != "tree_constraint"),
-    "decode.max_tokens",
-    "decode.precision",
-    "decode.grid.beam",
-    "decode.grid.alpha",
     "table2.models",
     "table2.pairs",
     "table3.pair",
@@ -79,9 +64,6 @@ TABLE4_KEYS = (
     "table4.split_by_unicode_script",
     "table4.vocab_size",
     "table4.semi_supervised_dir",
-    *(f"table4.decode.{config_key(f)}" for f in decode_fields()),
-    "table4.decode.max_tokens",
-    "table4.decode.precision",
 )
 TABLE4_KIND_KEYS = {
     "wsj": ("table4.treebank_dir",),
@@ -199,7 +181,16 @@ def has_dev_split(dataset: Any) -> bool:
 
 def defaulted_keys(config: dict[str, Any]) -> list[str]:
     """The keys the rules read that ``config`` (as written, before schema defaults) leaves out."""
-    keys = list(RULE_KEYS)
+    # Imported here: `python -m transformer_core.workflow_plan.schema` runs that module as
+    # __main__, which must not find it imported already by this package.
+    from transformer_core.workflow_plan.schema import stated_keys
+
+    stated = stated_keys()
+    keys = list(RULE_KEYS) + [
+        f"{section}.{key}"
+        for section in ("train", "models.base", "models.big", "decode")
+        for key in stated[section]
+    ]
     keys += [
         f"pairs.{name}.{field}"
         for name in config.get("pairs") or {}
@@ -208,6 +199,7 @@ def defaulted_keys(config: dict[str, Any]) -> list[str]:
     if config.get("table4"):
         table4 = config["table4"]
         keys += TABLE4_KEYS + TABLE4_KIND_KEYS.get(table4.get("treebank", "wsj"), ())
+        keys += [f"table4.decode.{key}" for key in stated["table4.decode"]]
         if table4.get("semi_supervised_dir"):
             keys.append("table4.semi_supervised_vocab_size")
     return [key for key in keys if not lookup(config, key)[0]]
@@ -343,6 +335,15 @@ def check(config: dict[str, Any], known_datasets: tuple[str, ...] | None = None)
             "train.compute_weights: bf16 computes with a bf16 copy of the weights, and "
             "train.precision is fp32; set precision to bf16 (or auto) or compute_weights to fp32"
         )
+    sections = [("decode", config["decode"])]
+    if config.get("table4"):
+        sections.append(("table4.decode", config["table4"].get("decode", {})))
+    for section, decode in sections:  # the search's own rules (an output length of 0 words)
+        search = {k: v for k, v in decode.items() if k in ("max_len_a", "max_len_b")}
+        try:
+            DecodeSettings(**search)
+        except UserError as error:
+            raise ConfigError(f"{section}: {error}") from None
     rule = config["scale_rule"]
     for name in experiments(config):
         scaled_model_overrides(name, rule["width_divisor"], rule.get("layer_divisor", 1))

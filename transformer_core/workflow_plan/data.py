@@ -16,11 +16,10 @@ from typing import Any
 
 from transformer_core.data.binarized import split_files
 from transformer_core.data.registry import load_registry
-from transformer_core.data.settings import SentencePieceSettings, TreebankSettings
 from transformer_core.data.shards import default_count, expected_pairs, parse_name
 from transformer_core.data.shards import name as shard_name
 from transformer_core.errors import ConfigError
-from transformer_core.settings import command_flags
+from transformer_core.settings import SentencePieceSettings, TreebankSettings, command_flags
 from transformer_core.workflow_plan.config_checks import PARSING_PAIRS, table4_unavailable
 
 # A binarized split's files, its header first (the rules name a split by its header's path).

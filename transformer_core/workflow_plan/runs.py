@@ -17,7 +17,9 @@ from typing import Any
 
 from transformer_core.decoding.dev_choice import CHOSEN_FIELDS, GridPoint, grid_points
 from transformer_core.errors import ConfigError
-from transformer_core.settings import decode_flags, inference_flags, train_flags
+from transformer_core.settings.decode import decode_flags
+from transformer_core.settings.runtime import inference_flags
+from transformer_core.settings.train import train_flags
 from transformer_core.workflow_plan.config_checks import (
     PARSING_EXPERIMENT,
     experiments,
@@ -164,7 +166,7 @@ class RunPlan:
     def train_args(self, pair: str, run: str) -> list[Any]:
         """The run's `transformer-core train` options: the scaled experiment, its model
         settings, and its recipe, seed and runtime (``settings.train_flags``: one flag per
-        TrainConfig field the configuration sets)."""
+        TrainSettings field the configuration sets)."""
         exp, seed = self.split_run(run)
         self._check_checkpoints(pair, exp)
         recipe = {
@@ -187,7 +189,7 @@ class RunPlan:
         return (self.table4 if is_parsing(pair) else self.config)["decode"]
 
     def search_flags(self, pair: str, chosen: bool = True) -> list[str]:
-        """The search flags of the pair's decoding, one per DecodeOptions field
+        """The search flags of the pair's decoding, one per DecodeSettings field
         (``settings.decode_flags``); without beam and alpha where not ``chosen`` (a decoding
         settings file gives them). table4.decode.tree_constraint constrains the parsing runs'
         search to the trees of table4.linearization."""

@@ -1,8 +1,5 @@
 """The data stage's settings: how ``prepare`` normalizes and filters a parallel corpus, how
-``spm train`` trains the BPE model, how ``treebank`` linearizes trees. Each field declares its
-flag, help and default (``settings.option``), as the run settings do in ``settings``; apart
-from torch, so that ``transformer-core --help`` stays fast.
-"""
+``spm train`` trains the BPE model, how ``treebank`` linearizes trees."""
 
 from __future__ import annotations
 
@@ -10,7 +7,12 @@ from dataclasses import dataclass
 
 from transformer_core.errors import UserError
 from transformer_core.parsing.trees import LINEARIZATIONS
-from transformer_core.settings import SPM_SAMPLE_SIZE, option, parse_seed
+from transformer_core.settings.fields import (
+    SPM_SAMPLE_SIZE,
+    option,
+    parse_seed,
+    require_declared,
+)
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class SentencePieceSettings:
         "--sample-size",
         "train on at most this many random lines (bounds sentencepiece's memory)",
         config="spm_sample_size",
+        minimum=1,
     )
     seed: int = option(0, "--seed", "seed of the line sample", type=parse_seed)
     character_coverage: float = option(
@@ -34,6 +37,9 @@ class SentencePieceSettings:
         "sentencepiece's split_by_unicode_script: no piece mixes scripts (off lets a tree's "
         "bracket and label, '(NP', be one piece)",
     )
+
+    def __post_init__(self) -> None:
+        require_declared(self, lambda f: f.metadata["flag"])
 
 
 @dataclass(frozen=True)
