@@ -18,6 +18,9 @@ from transformer_core.model.config import ModelConfig
 from transformer_core.model.transformer import Transformer
 from transformer_core.training.loss import LossModel
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 
 @pytest.mark.parametrize(
     "shape",

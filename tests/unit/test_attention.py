@@ -1,11 +1,15 @@
 """Attention weights of a trained model and the paper's Figures 3-5 drawn from them."""
 
+import pytest
 import torch
 from conftest import tiny_config, tiny_model
 
 from transformer_core.figures.attention_maps import encoder_attention, figure_layer, pick_heads
 from transformer_core.figures.draw import draw_figure
 from transformer_core.paper import ATTENTION_FIGURES
+
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
 
 CFG = tiny_config()
 

@@ -19,6 +19,9 @@ from transformer_core.model.checkpoint import (
 from transformer_core.model.transformer import Transformer
 from transformer_core.training.average import average_checkpoints, average_files, last_checkpoints
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 # dropout and max_positions: ModelConfig's defaults, not TINY_SHAPE's.
 CFG = tiny_config(
     vocab_size=20,

@@ -6,6 +6,9 @@ import torch
 
 from transformer_core.model.cpu_attention import decoding_attention, matmul_attention
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 
 def _grads_of(attention, *tensors, **kwargs):
     """attention's output on leaf copies of ``tensors``, and their gradients of a loss."""

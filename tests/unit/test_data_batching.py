@@ -196,6 +196,7 @@ def test_collate_rounds_widths_up_and_records_what_the_host_needs(tmp_path):
     assert (counts.src_sq, counts.tgt_causal, counts.src_tgt) == (2 * 2 + 4 * 4, 15 + 3, 10 + 8)
 
 
+@pytest.mark.kernels  # numbers of torch's kernels (docs/tests.md)
 def test_padding_to_a_multiple_changes_no_loss(tmp_path):
     rng = np.random.default_rng(3)
     with BinarizedWriter(tmp_path / "d", 50) as w:

@@ -12,6 +12,9 @@ from transformer_core.device import (
 )
 from transformer_core.errors import UserError
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 CPU = torch.device("cpu")
 NATIVE = cpu_has_native_bf16()
 

@@ -6,6 +6,9 @@ import torch
 
 from transformer_core.model.dropout import Dropout, keep_mask
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
 def test_each_element_is_kept_with_probability_one_minus_p(p):

@@ -19,6 +19,9 @@ from transformer_core.export.transformers import CARD, marian_order
 from transformer_core.model.checkpoint import save_checkpoint
 from transformer_core.model.transformer import sinusoidal_encoding
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 pytest.importorskip(
     "transformers", reason='transformers not installed (the hf extra: pip install -e ".[hf]")'
 )

@@ -26,6 +26,9 @@ from transformer_core.training.loss import LossModel
 from transformer_core.training.run_dir import RunFolder
 from transformer_core.training.session import train
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 
 def test_the_ladder_steps_by_8_then_by_about_an_eighth():
     widths = ladder(256)

@@ -13,6 +13,9 @@ from transformer_core.decoding.fixed_step import (
 )
 from transformer_core.decoding.search import beam_search_nbest, greedy_search
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 
 def ragged_sources(sentences: int, width: int, seed: int) -> torch.Tensor:
     """``sentences`` right-padded sources of 2 to ``width`` - 1 pieces and EOS."""

@@ -10,6 +10,9 @@ from transformer_core.evaluation.perplexity import exp_mean_nll
 from transformer_core.training import loss as loss_module
 from transformer_core.training.loss import projected_label_smoothed_loss
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 IDENTITY = torch.eye(3)  # logits = hidden
 
 

@@ -18,6 +18,9 @@ from transformer_core.training.loss import LossModel
 from transformer_core.training.master_weights import MasterWeights, compute_dtype
 from transformer_core.training.step import Trainer
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 CPU = DistContext(0, 0, 1, torch.device("cpu"), owns_group=False)
 native = pytest.mark.skipif(
     not cpu_has_native_bf16(), reason="bf16 precision needs a CPU that computes bf16 natively"

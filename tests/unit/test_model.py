@@ -10,6 +10,9 @@ from transformer_core.model import decoder_state
 from transformer_core.model.decoder_state import PositionBuffer
 from transformer_core.model.transformer import Transformer, parameter_count, sinusoidal_encoding
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 TINY = tiny_config(dropout=0.1)  # train mode (the gradient test) goes through dropout
 VARIANTS = {
     "tiny": TINY,

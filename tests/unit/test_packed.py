@@ -17,9 +17,10 @@ from transformer_core.decoding.packed import (
 from transformer_core.decoding.search import beam_search
 from transformer_core.device import cpu_has_native_bf16
 
-pytestmark = pytest.mark.skipif(
-    not torch.backends.mkldnn.is_available(), reason="this torch has no oneDNN"
-)
+pytestmark = [
+    pytest.mark.kernels,  # numbers of torch's kernels: .ci/run reruns it on other CPU kinds'
+    pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch has no oneDNN"),
+]
 WIDE = dict(vocab_size=300, d_model=PACK_MIN_D_MODEL, d_ff=512, h=4, d_k=64, d_v=64)
 
 

@@ -15,6 +15,9 @@ from transformer_core.evaluation.perplexity import dataset_perplexity, model_per
 from transformer_core.model.checkpoint import save_checkpoint
 from transformer_core.model.transformer import Transformer
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 BOS, EOS = 2, 3
 VOCAB = 30
 

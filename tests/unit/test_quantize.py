@@ -16,6 +16,9 @@ from transformer_core.decoding.quantize import check_int8_device, int8_model
 from transformer_core.decoding.search import beam_search_nbest
 from transformer_core.errors import UserError
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 SHAPE = dict(vocab_size=300, d_model=64, d_ff=256, d_k=16, d_v=16, max_positions=128)
 
 

@@ -25,6 +25,9 @@ from transformer_core.training.distributed import DistContext
 from transformer_core.training.loss import LossModel
 from transformer_core.training.step import Trainer
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 SHAPE = dict(
     encoder_layers=2, decoder_layers=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, dropout=0.0
 )

@@ -19,6 +19,9 @@ from transformer_core.decoding.search import (
 )
 from transformer_core.errors import UserError
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 PAD, UNK, BOS, EOS, A, B = 0, 1, 2, 3, 4, 5
 
 

@@ -22,6 +22,9 @@ from transformer_core.training.schedule import learning_rate
 from transformer_core.training.session import train
 from transformer_core.training.step import Trainer, TrainingDiverged
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 
 @pytest.mark.parametrize(
     ("precision", "compute_weights"),

@@ -30,6 +30,7 @@ def test_peer_steps_are_the_samplers_batches_in_order(task):
         peer_steps(sampler, dataset, accumulation=2, count=10_000)
 
 
+@pytest.mark.kernels  # numbers of torch's kernels (docs/tests.md)
 def test_a_step_adds_its_micro_batches_gradients_over_the_steps_tokens(task):
     cfg, dataset = task
     sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, 500, seed=1)

@@ -17,6 +17,9 @@ from transformer_core.errors import UserError
 from transformer_core.model.checkpoint import save_checkpoint
 from transformer_core.settings import DecodeSettings
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 
 @pytest.fixture(scope="module")
 def spm_model(tmp_path_factory):

@@ -23,6 +23,9 @@ from transformer_core.parsing.constraint import (
 from transformer_core.parsing.smoke import generate_treebank
 from transformer_core.parsing.trees import delinearize, is_bracket, linearize
 
+# Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
+pytestmark = pytest.mark.kernels
+
 EOS = 3
 # A hand-made vocabulary: specials, then the pieces the tests name.
 PIECES = ["<pad>", "<unk>", "<s>", "</s>", "▁(S", "▁)S", "▁(NP", "▁)NP", "▁NN", "▁", "(VP",
