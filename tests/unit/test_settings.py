@@ -44,6 +44,8 @@ def test_the_committed_schema_is_the_one_the_settings_give(tmp_path, capsys):
     assert "config.schema.yaml is stale" in capsys.readouterr().err
     assert schema.main(["--root", str(tmp_path)]) == 0
     assert schema.main(["--check", "--root", str(tmp_path)]) == 0
+    assert schema.main(["--root", str(tmp_path / "elsewhere")]) == 2
+    assert "workflow.schema.yaml: no such file" in capsys.readouterr().err
 
 
 def test_every_settings_key_of_the_schema_is_a_field():

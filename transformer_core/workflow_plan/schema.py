@@ -221,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
         "--check", action="store_true", help=f"exit 1 where {SCHEMA} is not what this writes"
     )
     args = parser.parse_args(argv)
+    if not (args.root / TEMPLATE).is_file():
+        print(
+            f"{args.root / TEMPLATE}: no such file (give --root, the repository)", file=sys.stderr
+        )
+        return 2
     text = render((args.root / TEMPLATE).read_text(encoding="utf-8"))
     out = args.root / SCHEMA
     if args.check:
