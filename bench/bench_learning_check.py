@@ -135,10 +135,21 @@ def main() -> int:
     parser.add_argument("--lengths", type=int, nargs=2, default=[2, 60], metavar=("LOW", "HIGH"))
     parser.add_argument("--dropout", type=float, default=0.1, help="P_drop (default: 0.1)")
     parser.add_argument(
+        "--lr-scale", type=float, default=0.3, help="the reference's lrate factor (default: 0.3)"
+    )
+    parser.add_argument("--warmup", type=int, default=100, help="warmup_steps (default: 100)")
+    parser.add_argument(
         "--precision",
         default=None,
         choices=["fp32", "bf16"],
         help="the reference's precision (default: fp32 on a CPU, bf16 autocast on a GPU)",
+    )
+    parser.add_argument(
+        "--broken",
+        nargs="*",
+        default=list(BROKEN),
+        choices=list(BROKEN),
+        help="the broken candidates run (default: all)",
     )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
@@ -149,7 +160,8 @@ def main() -> int:
     ctx = DistContext(0, 0, 1, device, owns_group=False)
     choose_attention_backends(device)
     base_train = TrainSettings(
-        max_tokens=args.tokens, tokens_per_step=args.tokens, warmup=100, lr_scale=0.3,
+        max_tokens=args.tokens, tokens_per_step=args.tokens, warmup=args.warmup,
+        lr_scale=args.lr_scale,
         precision=precision, device=args.device, seed=1,
     )  # fmt: skip
     runs: dict[str, tuple[dict, TrainSettings]] = {}
@@ -160,7 +172,8 @@ def main() -> int:
     native_bf16 = device.type == "cuda" or cpu_has_native_bf16()
     if precision == "fp32" and native_bf16:  # what `auto` trains with on this CPU
         runs["reference_bf16_autocast"] = ({}, replace(runs["reference"][1], precision="bf16"))
-    for name, model_change in BROKEN.items():
+    for name in args.broken:
+        model_change = BROKEN[name]
         lr = model_change.get("lr_scale")
         changed = {k: v for k, v in model_change.items() if k != "lr_scale"}
         train_cfg = runs["reference"][1]
@@ -171,7 +184,8 @@ def main() -> int:
         "shape": args.shape, "task": f"reversal, {20 * args.tokens:,} pairs of "
         f"{args.lengths[0]}-{args.lengths[1]} tokens", "tokens_per_step": args.tokens,
         "steps": args.steps, "log_interval": args.interval, "seeds": args.seeds,
-        "dropout": args.dropout, "reference": f"eager, exact shapes, {precision}",
+        "dropout": args.dropout, "lr_scale": args.lr_scale, "warmup": args.warmup,
+        "reference": f"eager, exact shapes, {precision}",
         "paths": {}, "checks": {},
     }  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
@@ -195,12 +209,12 @@ def main() -> int:
                 "lr_scale": train_cfg.lr_scale, "label_smoothing": cfg.label_smoothing,
                 "curves": curves, "seconds": round(time.perf_counter() - start, 1),
             }  # fmt: skip
-    reference = result["paths"]["reference"]["curves"]
-    for name, path in result["paths"].items():
-        if name != "reference":
-            result["checks"][name] = seed_band_check(reference, path["curves"])
-            print(name, json.dumps(result["checks"][name]), flush=True)
-    write_result(args.out or result_path("learning_check", args.device), result)
+            if name != "reference":
+                reference = result["paths"]["reference"]["curves"]
+                result["checks"][name] = seed_band_check(reference, curves)
+                print(name, json.dumps(result["checks"][name]), flush=True)
+            # After each path: a run stopped at a deadline keeps the paths it finished.
+            write_result(args.out or result_path("learning_check", args.device), result)
     return 0
 
 

@@ -50,13 +50,15 @@
 #             (bench_shapes --learning)
 #   learning_nodrop  the same without dropout (--learning-dropout 0): the paths differ in their
 #             arithmetic alone
-#   cudagraphs  why compiled training under bf16 autocast records no CUDA graph: ten steps of
-#             each variant, what the CUDA-graph trees did, skip and recompile reasons
-#             (bench.probe_cudagraphs)
+#   cudagraphs  why compiled training under bf16 autocast records no CUDA graph in pytest -m gpu:
+#             that test in-process, then ten steps of each variant, what the CUDA-graph trees did,
+#             skip and recompile reasons (bench.probe_cudagraphs)
 #   learning_check  the learning check on the GPU: base, 25,000 tokens a step of 24-31-token
-#             sentences, the reference (eager, exact shapes, bf16 autocast) against the fast path
-#             (compiled, fixed shapes, bf16 weights) and the broken candidates, 3 seeds, 300 steps
-#             (3,600 steps of 45-68 ms and a compilation per seed: sized to one call; not run yet)
+#             sentences, lrate factor 0.15, the reference (eager, exact shapes, bf16 autocast)
+#             against the fast path (compiled, fixed shapes, bf16 weights), its parts (compiled
+#             under autocast; eager on bf16 weights) and the learning rate doubled, 3 seeds, 300
+#             steps (about 75 s a path on an H200; the result is written after each path, so a
+#             run stopped at GPU_DEADLINE keeps the paths it finished)
 #   before    the previous commit's GPU sections (training, decoding) on the same machine
 set -uo pipefail
 OUT=${OUT:-gpu_out}
@@ -118,8 +120,8 @@ for part in "$@"; do
         ;;
     learning_check)
         bounded python3 -m bench.bench_learning_check --device cuda --shape base --tokens 25000 \
-            --lengths 24 31 --steps 300 --interval 25 --candidates compiled_bf16_weights \
-            --out "$OUT/learning_check_base.json" 2>&1 | tee "$OUT/learning_check.log"
+            --lengths 24 31 --steps 300 --interval 25 --candidates compiled_bf16_weights compiled bf16_weights \
+            --lr-scale 0.15 --broken lr_doubled --out "$OUT/learning_check_base.json" 2>&1 | tee "$OUT/learning_check.log"
         ;;
     train)
         python3 -m bench.bench_train --gpu-only --gpu-compile off on --gpu-steps 50 \

@@ -8,12 +8,18 @@ recompile reasons go to stderr.
 
     python -m bench.probe_cudagraphs --out $OUT/cudagraphs.json 2> $OUT/cudagraphs.log
 
-Variants, in this order: autocast with 2 micro-batches a step, autocast with 1, bf16 weights
-with 2, and autocast with 2 where each micro-batch starts a new generation
-(``torch.compiler.cudagraph_mark_step_begin``; last, since marking switches the trees to
-explicit generations for the rest of the process). Reading the result: many compiled graphs
-means dynamo recompiles per micro-batch (each call a first call, warmed up, never recorded);
-few graphs but no recording, with forwards pending, means the warm-up never ends.
+First, the failing test itself, in this process (pytest in-process, so that the trees'
+calls and the counters are read around it, fresh: the test holds ``counters["inductor"]``
+from before its run). Then the variants, in this order: autocast with 2 micro-batches a step,
+autocast with 1, bf16 weights with 2; then autocast and bf16 weights with 2 where each
+micro-batch starts a new generation (``torch.compiler.cudagraph_mark_step_begin``; last,
+since marking switches the trees to explicit generations for the rest of the process).
+Reading the result: many compiled graphs means dynamo recompiles per micro-batch (each call a
+first call, warmed up, never recorded); few graphs but no recording, with forwards pending,
+means the warm-up never ends; no tree calls at all, that the stacks ran without CUDA graphs.
+
+Measured on one H200 (torch 2.11): every variant recorded its graphs (3 batch inputs each)
+and ran; the failing test was not yet run in-process.
 """
 
 from __future__ import annotations
@@ -33,11 +39,15 @@ from transformer_core.settings import TrainSettings
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.step import Trainer
 
+FAILING_TEST = (
+    "tests/commands/test_gpu.py::test_training_steps_on_cuda_track_the_cpu[compiled-cuda-graphs]"
+)
 VARIANTS = (  # name, compute weights, target tokens a step (micro-batches of 64), marked
     ("autocast, 2 micro-batches", "fp32", 128, False),
     ("autocast, 1 micro-batch", "fp32", 64, False),
     ("bf16 weights, 2 micro-batches", "bf16", 128, False),
     ("autocast, 2 micro-batches, each a new generation", "fp32", 128, True),
+    ("bf16 weights, 2 micro-batches, each a new generation", "bf16", 128, True),
 )
 
 
@@ -90,15 +100,47 @@ def probe(corpus, weights: str, tokens_per_step: int, marked: bool, calls: list)
             return compiled(*args)
 
         trainer.loss_model.decoder_states = marked_call
+    loss, error = float("nan"), None
     try:
         tokens = sum(trainer.train_step().tgt_tokens for _ in range(10))
         loss = trainer.interval_sums()[0] / tokens
+    except RuntimeError as raised:  # what the variant raised, beside what the trees did
+        error = str(raised)[:600]
     finally:
         trainer.close()
-    tally = collections.Counter(json.dumps(call[1:]) for call in calls)
     return {
         "loss_per_token": round(float(loss), 4),
+        "error": error,
         "cuda_graphs": trainer.cuda_graphs,
+        **tree_summary(calls, before, graphs_before),
+    }
+
+
+def failing_test(calls: list) -> dict:
+    """``pytest -m gpu``'s failing case run in this process: its exit status, and what the trees
+    did and the counters moved while it ran (read anew, and whether the object the test holds
+    is still the one inductor counts in)."""
+    import pytest
+    from torch._dynamo.utils import counters
+
+    held, before = counters["inductor"], dict(counters["inductor"])
+    graphs_before = counters["stats"]["unique_graphs"]
+    calls.clear()
+    status = pytest.main(["-q", "-m", "gpu", "-p", "no:cacheprovider", FAILING_TEST])
+    return {
+        "pytest_exit": int(status),
+        "counters_object_kept": counters["inductor"] is held,
+        **tree_summary(calls, before, graphs_before),
+    }
+
+
+def tree_summary(calls: list, before: dict, graphs_before: int) -> dict:
+    """Inductor's CUDA-graph counters moved since ``before``, the graphs dynamo compiled since
+    ``graphs_before``, and a tally of the trees' ``calls``."""
+    from torch._dynamo.utils import counters
+
+    tally = collections.Counter(json.dumps(call[1:]) for call in calls)
+    return {
         "inductor_counters": {
             key: value - before.get(key, 0)
             for key, value in counters["inductor"].items()
@@ -126,6 +168,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         corpus = synthetic_corpus(Path(tmp) / "train", 24, 200, lengths=(3, 14))
         result = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "runs": {}}
+        result["failing_test"] = failing_test(calls)
+        print(f"the failing test: {json.dumps(result['failing_test'])}", file=sys.stderr)
         for name, weights, tokens_per_step, marked in VARIANTS:
             result["runs"][name] = probe(corpus, weights, tokens_per_step, marked, calls)
             print(f"{name}: {json.dumps(result['runs'][name])}", file=sys.stderr, flush=True)
