@@ -12,7 +12,7 @@ from bench import bench_host
 
 @pytest.fixture(scope="module")
 def training(tmp_path_factory):
-    return bench_host.bench_training("base", tmp_path_factory.mktemp("host"), quick=True, steps=2)
+    return bench_host.bench_training("base", tmp_path_factory.mktemp("host"), quick=True, steps=1)
 
 
 def test_a_training_step_reads_nothing_back(training):
