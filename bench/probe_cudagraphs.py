@@ -8,18 +8,16 @@ recompile reasons go to stderr.
 
     python -m bench.probe_cudagraphs --out $OUT/cudagraphs.json 2> $OUT/cudagraphs.log
 
-First, the failing test itself, in this process (pytest in-process, so that the trees'
-calls and the counters are read around it, fresh: the test holds ``counters["inductor"]``
-from before its run). Then the variants, in this order: autocast with 2 micro-batches a step,
-autocast with 1, bf16 weights with 2; then autocast and bf16 weights with 2 where each
-micro-batch starts a new generation (``torch.compiler.cudagraph_mark_step_begin``; last,
+First, the failing test itself, in this process (pytest in-process, so that the trees' calls
+and the counters are read around it, fresh: the test holds ``counters["inductor"]`` from before
+its run). Then the variants, in this order: autocast with 2 micro-batches a step, autocast with
+1, bf16 weights with 2, autocast with 2 over sentences of 3-40 tokens (several widths, so
+several graphs, as the test's corpus makes two); then autocast and bf16 weights with 2 where
+each micro-batch starts a new generation (``torch.compiler.cudagraph_mark_step_begin``; last,
 since marking switches the trees to explicit generations for the rest of the process).
 Reading the result: many compiled graphs means dynamo recompiles per micro-batch (each call a
 first call, warmed up, never recorded); few graphs but no recording, with forwards pending,
 means the warm-up never ends; no tree calls at all, that the stacks ran without CUDA graphs.
-
-Measured on one H200 (torch 2.11): every variant recorded its graphs (3 batch inputs each)
-and ran; the failing test was not yet run in-process.
 """
 
 from __future__ import annotations
@@ -42,12 +40,13 @@ from transformer_core.training.step import Trainer
 FAILING_TEST = (
     "tests/commands/test_gpu.py::test_training_steps_on_cuda_track_the_cpu[compiled-cuda-graphs]"
 )
-VARIANTS = (  # name, compute weights, target tokens a step (micro-batches of 64), marked
-    ("autocast, 2 micro-batches", "fp32", 128, False),
-    ("autocast, 1 micro-batch", "fp32", 64, False),
-    ("bf16 weights, 2 micro-batches", "bf16", 128, False),
-    ("autocast, 2 micro-batches, each a new generation", "fp32", 128, True),
-    ("bf16 weights, 2 micro-batches, each a new generation", "bf16", 128, True),
+VARIANTS = (  # name, compute weights, target tokens a step (micro-batches of 64), marked, lengths
+    ("autocast, 2 micro-batches", "fp32", 128, False, (3, 14)),
+    ("autocast, 1 micro-batch", "fp32", 64, False, (3, 14)),
+    ("bf16 weights, 2 micro-batches", "bf16", 128, False, (3, 14)),
+    ("autocast, 2 micro-batches, several widths", "fp32", 128, False, (3, 40)),
+    ("autocast, 2 micro-batches, each a new generation", "fp32", 128, True, (3, 14)),
+    ("bf16 weights, 2 micro-batches, each a new generation", "bf16", 128, True, (3, 14)),
 )
 
 
@@ -166,12 +165,15 @@ def main() -> int:
     torch._logging.set_logs(cudagraphs=True, recompiles=True, graph_breaks=True)
     calls = traced_tree_calls()
     with tempfile.TemporaryDirectory() as tmp:
-        corpus = synthetic_corpus(Path(tmp) / "train", 24, 200, lengths=(3, 14))
+        corpora = {
+            lengths: synthetic_corpus(Path(tmp) / f"train{lengths[1]}", 24, 200, lengths=lengths)
+            for lengths in {variant[-1] for variant in VARIANTS}
+        }
         result = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "runs": {}}
         result["failing_test"] = failing_test(calls)
         print(f"the failing test: {json.dumps(result['failing_test'])}", file=sys.stderr)
-        for name, weights, tokens_per_step, marked in VARIANTS:
-            result["runs"][name] = probe(corpus, weights, tokens_per_step, marked, calls)
+        for name, weights, tokens_per_step, marked, lengths in VARIANTS:
+            result["runs"][name] = probe(corpora[lengths], weights, tokens_per_step, marked, calls)
             print(f"{name}: {json.dumps(result['runs'][name])}", file=sys.stderr, flush=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.out}", file=sys.stderr)
