@@ -54,8 +54,9 @@ PATHS = {
     "compiled_bf16_weights": ("fixed", "on", "bf16"),
     "bf16_weights": ("exact", "off", "bf16"),
 }
-# Broken on purpose: the reference path with a recipe change the check must catch.
-BROKEN = {"no_label_smoothing": {"label_smoothing": 0.0}, "lr_doubled": {"lr_scale": 2.0}}
+# Broken on purpose: the reference path with a recipe change the check must catch: a model
+# setting, or ``lr_factor`` times the reference's learning rate.
+BROKEN = {"no_label_smoothing": {"label_smoothing": 0.0}, "lr_doubled": {"lr_factor": 2.0}}
 
 
 def last_quarter(curve: list[float]) -> float:
@@ -173,11 +174,10 @@ def main() -> int:
     if precision == "fp32" and native_bf16:  # what `auto` trains with on this CPU
         runs["reference_bf16_autocast"] = ({}, replace(runs["reference"][1], precision="bf16"))
     for name in args.broken:
-        model_change = BROKEN[name]
-        lr = model_change.get("lr_scale")
-        changed = {k: v for k, v in model_change.items() if k != "lr_scale"}
+        changed = dict(BROKEN[name])
         train_cfg = runs["reference"][1]
-        runs[f"broken_{name}"] = (changed, replace(train_cfg, lr_scale=lr) if lr else train_cfg)
+        lr_scale = train_cfg.lr_scale * changed.pop("lr_factor", 1.0)
+        runs[f"broken_{name}"] = (changed, replace(train_cfg, lr_scale=lr_scale))
 
     result: dict = {
         "bench": "learning_check", "torch": torch.__version__, "device": args.device,
