@@ -39,6 +39,7 @@ from bench.bench_shapes import LEARNING_VOCABULARY, nll_curve, reversal_corpus
 from bench.bench_train import SHAPES
 from bench.hardware import result_path, write_result
 from transformer_core.device import choose_attention_backends, cpu_has_native_bf16
+from transformer_core.errors import ConfigError
 from transformer_core.model.config import model_config
 from transformer_core.settings import TrainSettings
 from transformer_core.training.distributed import DistContext
@@ -136,7 +137,7 @@ def main() -> int:
     parser.add_argument("--lengths", type=int, nargs=2, default=[2, 60], metavar=("LOW", "HIGH"))
     parser.add_argument("--dropout", type=float, default=0.1, help="P_drop (default: 0.1)")
     parser.add_argument(
-        "--lr-scale", type=float, default=0.3, help="the reference's lrate factor (default: 0.3)"
+        "--lr-scale", type=float, default=0.3, help="every path's lrate factor (default: 0.3)"
     )
     parser.add_argument("--warmup", type=int, default=100, help="warmup_steps (default: 100)")
     parser.add_argument(
@@ -160,11 +161,13 @@ def main() -> int:
     sizes = {} if args.shape == "base" else SHAPES[args.shape]
     ctx = DistContext(0, 0, 1, device, owns_group=False)
     choose_attention_backends(device)
-    base_train = TrainSettings(
-        max_tokens=args.tokens, tokens_per_step=args.tokens, warmup=args.warmup,
-        lr_scale=args.lr_scale,
-        precision=precision, device=args.device, seed=1,
-    )  # fmt: skip
+    try:
+        base_train = TrainSettings(
+            max_tokens=args.tokens, tokens_per_step=args.tokens, warmup=args.warmup,
+            lr_scale=args.lr_scale, precision=precision, device=args.device, seed=1,
+        )  # fmt: skip
+    except ConfigError as error:  # a bad --tokens, --warmup or --lr-scale: named, no traceback
+        parser.error(str(error))
     runs: dict[str, tuple[dict, TrainSettings]] = {}
     for name in ["reference", *args.candidates]:
         shapes, compiled, weights = PATHS[name]
