@@ -16,7 +16,7 @@ per target token logged every ``interval`` steps, a candidate passes where
 ``seed_band_check`` is the criterion, a pure function (tests/unit/test_learning_check.py).
 The broken candidates, label smoothing off and the learning rate doubled, show that it fails.
 
-    python -m bench.bench_learning_check [--steps 1000] [--seeds 1 2 3] \
+    python -m bench.bench_learning_check [--steps 1000] [--seeds 1 2 3 4 5] \
         [--candidates fixed compiled] [--device cuda --shape base --tokens 25000 --lengths 24 31]
 
 Writes bench/results/HARDWARE/learning_check.json (or --out).
@@ -38,8 +38,8 @@ import torch
 from bench.bench_shapes import LEARNING_VOCABULARY, nll_curve, reversal_corpus
 from bench.bench_train import SHAPES
 from bench.hardware import result_path, write_result
-from transformer_core.device import choose_attention_backends, cpu_has_native_bf16
-from transformer_core.errors import ConfigError
+from transformer_core.device import autocast_dtype, choose_attention_backends, cpu_has_native_bf16
+from transformer_core.errors import UserError
 from transformer_core.model.config import model_config
 from transformer_core.settings import TrainSettings
 from transformer_core.training.distributed import DistContext
@@ -122,7 +122,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=1000, help="steps a run (default: 1000)")
     parser.add_argument("--interval", type=int, default=50, help="log interval (default: 50)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=[1, 2, 3, 4, 5],
+        help="the seeds of every path (default: 1-5; with 3 the band is too narrow to pass paths "
+        "that differ only in their dropout masks: bench.learning_check_seeds)",
+    )
     parser.add_argument(
         "--candidates",
         nargs="*",
@@ -166,7 +173,8 @@ def main() -> int:
             max_tokens=args.tokens, tokens_per_step=args.tokens, warmup=args.warmup,
             lr_scale=args.lr_scale, precision=precision, device=args.device, seed=1,
         )  # fmt: skip
-    except ConfigError as error:  # a bad --tokens, --warmup or --lr-scale: named, no traceback
+        autocast_dtype(device, precision)  # bf16 where the device cannot: before any run
+    except UserError as error:  # a bad --tokens, --warmup, --lr-scale or --precision: named
         parser.error(str(error))
     runs: dict[str, tuple[dict, TrainSettings]] = {}
     for name in ["reference", *args.candidates]:

@@ -28,7 +28,8 @@ big in bf16 autocast at 25,000 target tokens per step (2 micro-batches of
 torch.profiler: the share of the time the GPU sat idle, its time per step by kind of work
 (matrix products, attention, inductor's fused kernels, softmax, copies, the optimizer, the
 rest), the MFU the step would reach if only its products and attention took time, and the top
-10 kernels. Then the peer on the same batches, eager and ``torch.compile`` (``--gpu-peer``):
+10 kernels; and as many steps again with Python's calls traced: the host's time per step by
+operator and by Python function (where a step goes that leaves the GPU idle). Then the peer on the same batches, eager and ``torch.compile`` (``--gpu-peer``):
 each of our rows records its speed over the faster.
 ``--gpu-only`` skips the CPU section.
 
@@ -55,7 +56,7 @@ import torch
 
 from bench.hardware import result_path
 from bench.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
-from bench.profile_command import kernel_summary
+from bench.profile_command import host_summary, kernel_summary, python_host_time
 from bench.train_runners import Ours, Peer, gpu_peers, gpu_task, synthetic_corpus, timed
 from transformer_core.data.batching import TokenBucketSampler, collate
 from transformer_core.data.token_counts import TokenCounts
@@ -231,13 +232,22 @@ def gpu_throughput(
 def gpu_profile(ours, steps: int, device: torch.device) -> dict:
     """``steps`` training steps under torch.profiler: the share of their wall time in which no
     kernel ran on the GPU, and the 10 kernels that took the most GPU time
-    (``profile_command.kernel_summary``)."""
+    (``profile_command.kernel_summary``). Then ``steps`` more with Python's calls traced (which
+    slows the host, so apart): the host's time per step by operator and by Python function."""
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize(device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         timed(ours, steps, device)
-    return kernel_summary(prof.events(), steps)
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True) as traced:
+        timed(ours, steps, device)
+    return {
+        **kernel_summary(prof.events(), steps),
+        "host_traced": {
+            **host_summary(traced),
+            "python_functions": python_host_time(traced.events(), steps),
+        },
+    }
 
 
 def peak_rss_of_training(shape: str, precision: str, steps: int, threads: int) -> float:

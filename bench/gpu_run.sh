@@ -54,11 +54,12 @@
 #             that test in-process, then ten steps of each variant, what the CUDA-graph trees did,
 #             skip and recompile reasons (bench.probe_cudagraphs)
 #   learning_check  the learning check on the GPU: base, 25,000 tokens a step of 24-31-token
-#             sentences, lrate factor 0.15, the reference (eager, exact shapes, bf16 autocast)
-#             against the fast path (compiled, fixed shapes, bf16 weights), its parts (compiled
-#             under autocast; eager on bf16 weights) and the learning rate doubled, 3 seeds, 300
-#             steps (about 75 s a path on an H200; the result is written after each path, so a
-#             run stopped at GPU_DEADLINE keeps the paths it finished)
+#             sentences, lrate factor 0.15, 5 seeds, 300 steps, the reference (eager, exact
+#             shapes, bf16 autocast) against the fast path (compiled, fixed shapes, bf16 weights)
+#             and the learning rate doubled; with LEARNING_CHECK_PARTS=1 also the fast path's
+#             parts (compiled under autocast; eager on bf16 weights). About 25 s a seed on an
+#             H200; the result is written after each path, so a run stopped at GPU_DEADLINE
+#             keeps the paths it finished
 #   before    the previous commit's GPU sections (training, decoding) on the same machine
 set -uo pipefail
 OUT=${OUT:-gpu_out}
@@ -120,8 +121,10 @@ for part in "$@"; do
         ;;
     learning_check)
         bounded python3 -m bench.bench_learning_check --device cuda --shape base --tokens 25000 \
-            --lengths 24 31 --steps 300 --interval 25 --candidates compiled_bf16_weights compiled bf16_weights \
-            --lr-scale 0.15 --broken lr_doubled --out "$OUT/learning_check_base.json" 2>&1 | tee "$OUT/learning_check.log"
+            --lengths 24 31 --steps 300 --interval 25 --seeds 1 2 3 4 5 \
+            --candidates compiled_bf16_weights ${LEARNING_CHECK_PARTS:+compiled bf16_weights} \
+            --lr-scale 0.15 --broken lr_doubled --out "$OUT/learning_check_base.json" 2>&1 |
+            tee "$OUT/learning_check.log"
         ;;
     train)
         python3 -m bench.bench_train --gpu-only --gpu-compile off on --gpu-steps 50 \

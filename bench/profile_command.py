@@ -125,6 +125,31 @@ def host_summary(prof, top: int = 15) -> dict:
     }
 
 
+def python_host_time(events, steps: int = 1, top: int = 25) -> list[dict]:
+    """From the events of a profile taken ``with_stack=True``: the Python functions of the
+    training thread (the one that ran ``train_step``) that took the most host time, inclusive
+    of what they called, per step of ``steps``, with their calls per step. The operators' own
+    times leave out the Python between them: where a step's host time goes when the GPU waits
+    for the host."""
+    python = [e for e in events if getattr(e, "is_python_function", False)]
+    threads = {e.thread for e in python if e.name.endswith(": train_step")}
+    totals: dict[str, list[float]] = {}
+    for e in python:
+        if e.thread in threads:
+            entry = totals.setdefault(e.name, [0.0, 0])
+            entry[0] += e.time_range.end - e.time_range.start
+            entry[1] += 1
+    ranked = sorted(totals.items(), key=lambda item: -item[1][0])[:top]
+    return [
+        {
+            "name": name[:120],
+            "ms_per_step": round(total / 1000 / steps, 3),
+            "calls_per_step": round(calls / steps, 1),
+        }
+        for name, (total, calls) in ranked
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="where to write the JSON summary")

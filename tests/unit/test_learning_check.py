@@ -3,9 +3,12 @@ last quarter lies within the reference seeds' range widened by their spread, and
 curve never leaves the reference's band by more than the band's width (the bench itself runs
 in tests/commands/test_learning_check_bench.py)."""
 
+import sys
+
 import pytest
 
-from bench.bench_learning_check import last_quarter, seed_band_check
+from bench.bench_learning_check import last_quarter, main, seed_band_check
+from transformer_core.device import cpu_has_native_bf16
 
 # Three reference seeds: 8 intervals falling from 4 to about 1.
 REFERENCE = [
@@ -39,3 +42,22 @@ def test_the_criterion_needs_a_spread_and_aligned_curves():
         seed_band_check(REFERENCE[:1], REFERENCE)
     with pytest.raises(ValueError, match="same intervals"):
         seed_band_check(REFERENCE, [REFERENCE[0][:-1]])
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--lr-scale", "-1"], "train.lr_scale"),
+        pytest.param(
+            ["--precision", "bf16"],
+            "--precision bf16 needs native bfloat16",
+            marks=pytest.mark.skipif(cpu_has_native_bf16(), reason="this CPU computes bf16"),
+        ),
+    ],
+)
+def test_the_bench_names_a_bad_option_before_any_run(monkeypatch, capsys, argv, named):
+    """A usage error (exit 2) naming the option, not a traceback from the first run."""
+    monkeypatch.setattr(sys, "argv", ["bench_learning_check", *argv, "--out", "/nonexistent/x"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 2 and named in capsys.readouterr().err

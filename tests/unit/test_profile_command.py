@@ -74,3 +74,30 @@ def test_the_kernel_summary_adds_up_kinds_and_leaves_annotations_out():
         "matrix product": {"ms_per_step": 3.0, "share": 0.75},
         "copy or cast": {"ms_per_step": 1.0, "share": 0.25},
     }
+
+
+def test_the_host_time_of_training_steps_by_python_function(tmp_path):
+    """Two real Trainer steps on the CPU under the profiler with Python traced: each step's
+    ``train_step`` once, inclusive of the loss model it calls; the batch prefetch thread's
+    functions left out."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from bench.bench_train import SHAPES
+    from bench.train_runners import Ours, synthetic_corpus, timed
+    from transformer_core.model.config import model_config
+
+    cfg = model_config("base", **SHAPES["tiny"])
+    dataset = synthetic_corpus(tmp_path / "c", cfg.vocab_size, 200)
+    ours = Ours(cfg, dataset, torch.device("cpu"), "fp32", 500, 500)
+    try:
+        timed(ours, 1, torch.device("cpu"))
+        with profile(activities=[ProfilerActivity.CPU], with_stack=True) as traced:
+            timed(ours, 2, torch.device("cpu"))
+    finally:
+        ours.trainer.close()
+    rows = {row["name"].split(": ")[-1]: row for row in profile_command.python_host_time(
+        traced.events(), steps=2, top=1000
+    )}  # fmt: skip
+    step, forward = rows["train_step"], rows["forward"]
+    assert step["calls_per_step"] == 1.0 and 0 < forward["ms_per_step"] <= step["ms_per_step"]
+    assert "collate" not in rows  # the prefetch thread's
