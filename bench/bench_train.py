@@ -29,8 +29,9 @@ torch.profiler: the share of the time the GPU sat idle, its time per step by kin
 (matrix products, attention, inductor's fused kernels, softmax, copies, the optimizer, the
 rest), the MFU the step would reach if only its products and attention took time, and the top
 10 kernels; and as many steps again with Python's calls traced: the host's time per step by
-operator and by Python function (where a step goes that leaves the GPU idle). Then the peer on the same batches, eager and ``torch.compile`` (``--gpu-peer``):
-each of our rows records its speed over the faster.
+operator and by Python function (where a step goes that leaves the GPU idle). Then the peer on
+the same batches, eager and ``torch.compile`` (``--gpu-peer``): each of our rows records its
+speed over the faster.
 ``--gpu-only`` skips the CPU section.
 
 Run from the repository root (``bench`` is a package):
