@@ -1,6 +1,6 @@
 """torch.compile against eager, for training and for beam-4 decoding, on this machine's CPU.
 
-What ``compile: auto`` should do on a CPU (``device.COMPILE_BY_DEFAULT``) is decided by this
+What ``compile: auto`` should do on a CPU (``device.AUTO_COMPILE``) is decided by this
 benchmark. Per shape (the Multi30k model and the paper's base, as ``bench_train``'s), in the
 precision ``auto`` picks here:
 

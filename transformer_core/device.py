@@ -61,22 +61,41 @@ def choose_attention_backends(device: torch.device, cudnn: bool = False) -> None
         torch.backends.cuda.enable_cudnn_sdp(cudnn)
 
 
-# Where ``compile: auto`` compiles: the device types on which torch.compile was measured
-# faster, for training and for decoding (docs/gpu.md, "Compilation").
-COMPILE_BY_DEFAULT: dict[str, tuple[str, ...]] = {"train": (), "decode": ()}
+# What ``compile: auto`` does for training and for decoding on each device type, and why
+# (docs/gpu.md, "Compilation"): the commands' log lines say it. Compiled where measured faster
+# (on GPUs, training also shown to learn as eager steps do); a device type not named is eager.
+AUTO_COMPILE: dict[str, dict[str, tuple[bool, str]]] = {
+    "train": {
+        "cpu": (False, "compiled training measured no faster on CPUs"),
+        "cuda": (False, "compiled training, faster on GPUs, not yet shown to learn as eager does"),
+    },
+    "decode": {
+        "cpu": (False, "a compiled decode's warm-up costs more than it saves"),
+        "cuda": (False, "a compiled decode's warm-up costs more than it saves"),
+    },
+}
 
 
-def use_compile(device: torch.device, mode: str, what: str) -> bool:
-    """Whether to torch.compile the model for ``what`` ("train" or "decode") on ``device``.
+def compile_choice(device: torch.device, mode: str, what: str) -> tuple[bool, str]:
+    """Whether to torch.compile the model for ``what`` ("train" or "decode") on ``device``, and
+    the setting that decided it, for the log line: ``--compile on``, or ``--compile auto: why``.
 
     ``on`` and ``off`` say so; ``auto`` compiles where it was measured faster
-    (``COMPILE_BY_DEFAULT``). Compilation fuses the elementwise operators between the matrix
+    (``AUTO_COMPILE``). Compilation fuses the elementwise operators between the matrix
     products and launches fewer, larger kernels; it costs time once, at the first batch of
     each new kind of shape.
     """
     if mode not in COMPILE_MODES:
         raise UserError(f"--compile must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
-    return device.type in COMPILE_BY_DEFAULT[what] if mode == AUTO else mode == "on"
+    if mode != AUTO:
+        return mode == "on", f"--compile {mode}"
+    compiled, why = AUTO_COMPILE[what].get(device.type, (False, f"not measured on {device.type}"))
+    return compiled, f"--compile auto: {why}"
+
+
+def use_compile(device: torch.device, mode: str, what: str) -> bool:
+    """Whether to torch.compile the model for ``what`` on ``device`` (``compile_choice``)."""
+    return compile_choice(device, mode, what)[0]
 
 
 def use_fixed_shapes(mode: str, compiled: bool) -> bool:

@@ -5,7 +5,9 @@ import torch
 
 from transformer_core import device
 from transformer_core.device import (
+    AUTO_COMPILE,
     autocast_dtype,
+    compile_choice,
     cpu_has_native_bf16,
     precision_name,
     resolve_device,
@@ -98,3 +100,17 @@ def test_attention_backends_on_cuda_leave_out_cudnn():
         assert torch.backends.cuda.cudnn_sdp_enabled()
     finally:
         torch.backends.cuda.enable_cudnn_sdp(before)
+
+
+def test_compile_choice_names_the_setting_that_decided():
+    """``on`` and ``off`` name the flag; ``auto`` follows ``AUTO_COMPILE`` and says why, a device
+    type it does not name being eager."""
+    cuda = torch.device("cuda")
+    assert compile_choice(CPU, "on", "train") == (True, "--compile on")
+    assert compile_choice(cuda, "off", "decode") == (False, "--compile off")
+    compiled, why = AUTO_COMPILE["train"]["cuda"]
+    assert compile_choice(cuda, "auto", "train") == (compiled, f"--compile auto: {why}")
+    meta = torch.device("meta")
+    assert compile_choice(meta, "auto", "decode") == (False, "--compile auto: not measured on meta")
+    with pytest.raises(UserError, match="--compile must be one of auto, on, off, got 'yes'"):
+        compile_choice(CPU, "yes", "train")

@@ -18,7 +18,7 @@ from transformer_core.data.batching import (
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.data.shapes import FixedShapes, ladder
-from transformer_core.device import use_fixed_shapes
+from transformer_core.device import AUTO_COMPILE, use_fixed_shapes
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.model.checkpoint import load_checkpoint
 from transformer_core.settings import TrainSettings
@@ -188,7 +188,8 @@ def test_a_run_trains_in_fixed_shapes_and_resumes_only_in_them(tmp_path, capsys)
         num_threads=1, batch_shapes="fixed",
     )  # fmt: skip
     train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
-    assert "fixed batch shapes" in capsys.readouterr().err
+    why = AUTO_COMPILE["train"]["cpu"][1]  # the log line names the path taken, and why
+    assert f"eager (--compile auto: {why}), fixed batch shapes" in capsys.readouterr().err
     ckpt = load_checkpoint(tmp_path / "run" / "checkpoints" / "step_0000001.pt")
     assert ckpt["data"]["fixed_shapes"] is True
     longer = {**cfg.to_dict(), "steps": 3}

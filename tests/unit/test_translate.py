@@ -13,6 +13,7 @@ from transformer_core.cli import build_parser, main
 from transformer_core.commands import decode_options
 from transformer_core.decoding.search import beam_search
 from transformer_core.decoding.translate import check_vocabulary, make_batches
+from transformer_core.device import AUTO_COMPILE
 from transformer_core.errors import UserError
 from transformer_core.model.checkpoint import save_checkpoint
 from transformer_core.settings import DecodeSettings
@@ -80,6 +81,8 @@ def test_translate_keeps_line_order_and_empty_lines(tmp_path, spm_model):
     )
     assert result.returncode == 0, result.stderr
     assert f"{len(lines)}/{len(lines)} sentences" in result.stderr
+    why = AUTO_COMPILE["decode"]["cpu"][1]
+    assert f"eager step (--compile auto: {why})" in result.stderr  # which path, and why
     out = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")
     assert out[-1] == ""  # the file ends with a newline
     out = out[:-1]

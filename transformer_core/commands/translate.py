@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         load_translation_model,
         translate_lines,
     )
-    from transformer_core.device import cpu_threads, precision_name, setup_device, use_compile
+    from transformer_core.device import compile_choice, cpu_threads, precision_name, setup_device
     from transformer_core.files import (
         atomic_write_text,
         check_input_file,
@@ -76,11 +76,11 @@ def run(args: argparse.Namespace) -> int:
     device, autocast = setup_device(runtime)
     if int8:
         check_int8_device(device, autocast)
-    compiled = use_compile(device, runtime.compile, "decode")
+    compiled, compile_why = compile_choice(device, runtime.compile, "decode")
     print(
         f"decoding on {device} ({cpu_threads()}), precision "
         f"{'int8 (dynamic)' if int8 else precision_name(autocast)} (scores in fp32), "
-        f"{'compiled' if compiled else 'eager'} step (--compile {runtime.compile}), beam "
+        f"{'compiled' if compiled else 'eager'} step ({compile_why}), beam "
         f"{options.beam}, alpha {options.alpha:g}"
         + (f" (from {args.decode_settings})" if args.decode_settings else ""),
         file=sys.stderr,

@@ -24,6 +24,7 @@ import torch
 
 from transformer_core.data.dataset import ParallelDataset, training_sets
 from transformer_core.device import (
+    compile_choice,
     cpu_threads,
     precision_name,
     training_compilation,
@@ -188,12 +189,13 @@ class TrainingSession:
         self.last_good = start.checkpoint if not self.watch.rising else None
         self.precision = run_precision(start.payload, precision_name(trainer.autocast))
         self.params = count_parameters(trainer.model)
+        compile_why = compile_choice(ctx.device, cfg.compile, "train")[1]
         self.log(
             f"training {self.experiment}: {self.params:,} parameters, vocabulary "
             f"{self.model_cfg.vocab_size}, {ctx.world_size} x {device_name(ctx.device)} "
             f"({cpu_threads()} each), precision {precision_name(trainer.autocast)}"
             f"{', bf16 compute weights' if trainer.master else ''}"
-            f"{', compiled' if trainer.compiled else ''}"
+            f", {'compiled' if trainer.compiled else 'eager'} ({compile_why})"
             f"{', fixed batch shapes' if trainer.fixed_shapes else ''}, "
             f"{cfg.batch_tokens(ctx.world_size)} "
             f"tokens per micro-batch x {trainer.accumulation} accumulation x {ctx.world_size} "
