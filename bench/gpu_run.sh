@@ -50,9 +50,9 @@
 #             (bench_shapes --learning)
 #   learning_nodrop  the same without dropout (--learning-dropout 0): the paths differ in their
 #             arithmetic alone
-#   cudagraphs  why compiled training under bf16 autocast records no CUDA graph in pytest -m gpu:
-#             that test in-process, then ten steps of each variant, what the CUDA-graph trees did,
-#             skip and recompile reasons (bench.probe_cudagraphs)
+#   cudagraphs  what the CUDA-graph trees do in compiled training: pytest -m gpu's compiled
+#             autocast case in-process, then ten steps of each variant, the trees' calls, skip
+#             and recompile reasons (bench.probe_cudagraphs)
 #   learning_check  the learning check on the GPU: base, 25,000 tokens a step of 24-31-token
 #             sentences, lrate factor 0.15, 5 seeds, 300 steps, the reference (eager, exact
 #             shapes, bf16 autocast) against the fast path (compiled, fixed shapes, bf16 weights)

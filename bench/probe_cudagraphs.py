@@ -1,20 +1,20 @@
-"""Why compiled training under bf16 autocast (fp32 weights) records no CUDA graph on a GPU
-where bf16 compute weights do (`pytest -m gpu`'s compiled-cuda-graphs case): ten Trainer steps
-of each variant on a tiny model, compiled on fixed shapes, with inductor's CUDA-graph counters,
-dynamo's count of compiled graphs, and a tally of the calls the CUDA-graph trees made (their
-mode: warm-up, recording or replay; the path's state before and after; whether a forward
-still waited for its backward; whether a new generation could begin). Inductor's skip and
-recompile reasons go to stderr.
+"""What inductor's CUDA-graph trees do in compiled training on a GPU, under bf16 autocast (fp32
+weights) and with bf16 compute weights: ten Trainer steps of each variant on a tiny model,
+compiled on fixed shapes, with inductor's CUDA-graph counters, dynamo's count of compiled
+graphs, and a tally of the calls the CUDA-graph trees made (their mode: warm-up, recording or
+replay; the path's state before and after; whether a forward still waited for its backward;
+whether a new generation could begin). Inductor's skip and recompile reasons go to stderr.
 
     python -m bench.probe_cudagraphs --out $OUT/cudagraphs.json 2> $OUT/cudagraphs.log
 
-First, the failing test itself, in this process (pytest in-process, so that the trees' calls
-and the counters are read around it, fresh: the test holds ``counters["inductor"]`` from before
-its run). Then the variants, in this order: autocast with 2 micro-batches a step, autocast with
-1, bf16 weights with 2, autocast with 2 over sentences of 3-40 tokens (several widths, so
-several graphs, as the test's corpus makes two); then autocast and bf16 weights with 2 where
-each micro-batch starts a new generation (``torch.compiler.cudagraph_mark_step_begin``; last,
-since marking switches the trees to explicit generations for the rest of the process).
+First, `pytest -m gpu`'s case of compiled training under autocast, in this process, with the
+trees' calls and the counters read around it (and whether ``counters["inductor"]`` is still the
+object it was before: inductor's first compile in a process, on a cold cache, replaces it).
+Then the variants, in this order: autocast with 2 micro-batches a step, autocast with 1, bf16
+weights with 2, autocast with 2 over sentences of 3-40 tokens (several widths, so several
+graphs, as the test's corpus makes two); then autocast and bf16 weights with 2 where each
+micro-batch starts a new generation (``torch.compiler.cudagraph_mark_step_begin``; last, since
+marking switches the trees to explicit generations for the rest of the process).
 Reading the result: many compiled graphs means dynamo recompiles per micro-batch (each call a
 first call, warmed up, never recorded); few graphs but no recording, with forwards pending,
 means the warm-up never ends; no tree calls at all, that the stacks ran without CUDA graphs.
@@ -37,7 +37,7 @@ from transformer_core.settings import TrainSettings
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.step import Trainer
 
-FAILING_TEST = (
+GPU_TEST = (
     "tests/commands/test_gpu.py::test_training_steps_on_cuda_track_the_cpu[compiled-cuda-graphs]"
 )
 VARIANTS = (  # name, compute weights, target tokens a step (micro-batches of 64), marked, lengths
@@ -115,17 +115,17 @@ def probe(corpus, weights: str, tokens_per_step: int, marked: bool, calls: list)
     }
 
 
-def failing_test(calls: list) -> dict:
-    """``pytest -m gpu``'s failing case run in this process: its exit status, and what the trees
-    did and the counters moved while it ran (read anew, and whether the object the test holds
-    is still the one inductor counts in)."""
+def gpu_test(calls: list) -> dict:
+    """``GPU_TEST`` run in this process: its exit status, and what the trees did and the counters
+    moved while it ran (read anew, and whether the object held from before is still the one
+    inductor counts in)."""
     import pytest
     from torch._dynamo.utils import counters
 
     held, before = counters["inductor"], dict(counters["inductor"])
     graphs_before = counters["stats"]["unique_graphs"]
     calls.clear()
-    status = pytest.main(["-q", "-m", "gpu", "-p", "no:cacheprovider", FAILING_TEST])
+    status = pytest.main(["-q", "-m", "gpu", "-p", "no:cacheprovider", GPU_TEST])
     return {
         "pytest_exit": int(status),
         "counters_object_kept": counters["inductor"] is held,
@@ -170,8 +170,8 @@ def main() -> int:
             for lengths in {variant[-1] for variant in VARIANTS}
         }
         result = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "runs": {}}
-        result["failing_test"] = failing_test(calls)
-        print(f"the failing test: {json.dumps(result['failing_test'])}", file=sys.stderr)
+        result["gpu_test"] = gpu_test(calls)
+        print(f"the GPU test: {json.dumps(result['gpu_test'])}", file=sys.stderr)
         for name, weights, tokens_per_step, marked, lengths in VARIANTS:
             result["runs"][name] = probe(corpora[lengths], weights, tokens_per_step, marked, calls)
             print(f"{name}: {json.dumps(result['runs'][name])}", file=sys.stderr, flush=True)
