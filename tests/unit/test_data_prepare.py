@@ -97,6 +97,17 @@ def test_no_filter_keeps_every_line(tmp_path):
     assert (tmp_path / "o.en").read_text().count("\n") == 6
 
 
+def test_lowercase_and_tokenize_make_the_multi30k_literatures_text(tmp_path):
+    src, tgt = write_pair(tmp_path, ['A "Big" dog.', "Zwei Männer"], ['Ein "großer" Hund.', "x"])
+    settings = PrepareSettings(filter=False, lowercase=True, tokenize=True)
+    prepare_corpus(src, tgt, tmp_path / "o.en", tmp_path / "o.de", settings)
+    assert (tmp_path / "o.en").read_text().splitlines() == [
+        "a &quot; big &quot; dog .",
+        "zwei männer",
+    ]
+    assert (tmp_path / "o.de").read_text().splitlines()[0] == "ein &quot; großer &quot; hund ."
+
+
 def test_different_line_counts_name_both_files_and_counts(tmp_path):
     src, tgt = write_pair(tmp_path, ["a", "b", "c"], ["x"])
     with pytest.raises(UserError) as err:

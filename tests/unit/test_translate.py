@@ -11,6 +11,7 @@ from corpora import generated_sentences
 
 from transformer_core.cli import build_parser, main
 from transformer_core.commands import decode_options
+from transformer_core.data.moses import detokenize
 from transformer_core.decoding.search import beam_search
 from transformer_core.decoding.translate import check_vocabulary, make_batches
 from transformer_core.device import AUTO_COMPILE
@@ -98,6 +99,12 @@ def test_translate_keeps_line_order_and_empty_lines(tmp_path, spm_model):
     assert out == expected
     assert out[3] == out[8] == out[-1] == ""
     assert len(set(expected)) >= 10  # outputs differ: a shifted line would show
+    # A model of Moses-tokenized text (prepare --tokenize) writes running text on request.
+    out_txt, text_txt = str(tmp_path / "out.txt"), str(tmp_path / "text.txt")
+    args = [text_txt if a == out_txt else a for a in result.args[4:]]
+    assert cli(*args, "--detokenize", "de").returncode == 0
+    text = (tmp_path / "text.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    assert text == [detokenize(line, "de") for line in expected]
 
 
 def test_make_batches_respects_max_tokens_and_covers_every_sentence():

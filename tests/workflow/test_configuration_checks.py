@@ -81,6 +81,37 @@ def test_paper_dry_run_lists_the_whole_dag(tmp_path):
     assert not (tmp_path / "work" / "results").exists()
 
 
+def test_the_published_tiny_recipe_dry_run_has_its_text_shape_and_search(tmp_path):
+    """config/multi30k_tiny.yaml: their lowercased tokenized unfiltered text, their model,
+    their steps, beam 5, and decodes detokenized before they are scored."""
+    tiny = yaml.safe_load((ROOT / "config" / "multi30k_tiny.yaml").read_text())
+    check(tiny)
+    proc = snakemake_on(tmp_path, tiny, "-n", "-p", "results/table2.csv")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    commands = [line for line in out.splitlines() if "transformer" in line]
+    prepares = [c for c in commands if "transformer-core prepare" in c]
+    assert len(prepares) == 3 and all("--lowercase --tokenize" in c for c in prepares), prepares
+    assert all(("--no-filter" in c) for c in prepares), prepares  # train too: filter: false
+    (train,) = [c for c in commands if " train --train " in c]
+    for flag in ("--set d_model=128", "--set d_ff=256", "--set h=4", "--set encoder_layers=4",
+                 "--set decoder_layers=4", "--set dropout=0.3", "--steps 8000",
+                 "--warmup 2000", "--lr-scale 2.5298", "--keep-last 10"):  # fmt: skip
+        assert flag in train, (flag, train)
+    (translate,) = [c for c in commands if "transformer-core translate" in c]
+    assert "--detokenize de" in translate and "--max-len-a 0.0 --max-len-b 200" in translate
+
+
+@pytest.mark.parametrize("key", ["d_model", "dropout"])
+def test_a_model_shape_goes_with_base_alone(key):
+    config = copy.deepcopy(PAPER)
+    config["model"] = {key: 128 if key == "d_model" else 0.3}
+    with pytest.raises(ConfigError, match=f"model.{key}: .*also trains big, A1"):
+        check(config)
+    config["table2"]["models"], config["table3"]["rows"] = ["base"], ["base"]
+    check(config)
+
+
 def test_sharded_data_commands(tmp_path):
     """The EN-DE corpus in its 16 shards: each prepared from its line range of the raw files,
     sentencepiece trained on every shard's source then every shard's target (the whole

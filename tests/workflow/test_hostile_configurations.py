@@ -155,7 +155,7 @@ def test_mirror_payload_in_a_real_run_of_the_data_rules(tmp_path):
 # -- 8. every shipped configuration stands alone ---------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["config", "smoke", "multi30k", "nltk_parsing"])
+@pytest.mark.parametrize("name", ["config", "smoke", "multi30k", "multi30k_tiny", "nltk_parsing"])
 def test_every_key_the_rules_read_is_set_in_each_shipped_configuration(name):
     config = yaml.safe_load((ROOT / "config" / f"{name}.yaml").read_text())
     assert defaulted_keys(config) == []

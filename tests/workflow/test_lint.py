@@ -18,7 +18,13 @@ def tool(name):
 
 @pytest.mark.parametrize(
     "config",
-    ["config/config.yaml", "config/smoke.yaml", "config/multi30k.yaml", "config/nltk_parsing.yaml"],
+    [
+        "config/config.yaml",
+        "config/smoke.yaml",
+        "config/multi30k.yaml",
+        "config/multi30k_tiny.yaml",
+        "config/nltk_parsing.yaml",
+    ],
 )
 def test_snakemake_lint_is_clean(config, tmp_path):
     configfiles = [config]

@@ -30,6 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="JSON output: one point per checkpoint")
     add_options(parser, InferenceSettings)
     parser.add_argument(
+        "--detokenize",
+        metavar="LANG",
+        help="the model writes Moses-tokenized text (its data was prepared with --tokenize): "
+        "write running text instead, unescaped and detokenized by the Moses rules of LANG",
+    )
+    parser.add_argument(
         "--allow-vocab-mismatch",
         action="store_true",
         help="decode even though the checkpoints record another sentencepiece model than --spm",
@@ -87,13 +93,19 @@ def run(args: argparse.Namespace) -> int:
         check_vocabulary(model, sp, args.spm)
         print(f"decoding {len(lines)} lines with {path}", file=sys.stderr)
         decoding = DecodingRuntime(runtime.max_tokens, autocast, compiled)
-        return translate_lines(model, sp, lines, options, decoding, args.input)
+        outputs = translate_lines(model, sp, lines, options, decoding, args.input)
+        if args.detokenize:
+            from transformer_core.data.moses import detokenize
+
+            outputs = [detokenize(line, args.detokenize) for line in outputs]
+        return outputs
 
     points = bleu_by_step(checkpoints, translate, refs, args.lang)
     record = {"run_dir": args.run_dir, "input": args.input, "ref": args.ref, "points": points}
     atomic_write_text(args.out, json.dumps(record, indent=2) + "\n")
     for point in points:
         print(
-            f"step {point['step']}: BLEU {point['bleu_paper_style']:.2f}, sacreBLEU {point['sacrebleu']:.2f}"
+            f"step {point['step']}: BLEU {point['bleu_paper_style']:.2f}, sacreBLEU "
+            f"{point['sacrebleu']:.2f}, lowercased tokenized {point['bleu_lowercased_tokenized']:.2f}"
         )
     return 0

@@ -16,7 +16,10 @@ from transformer_core.files import (
 )
 from transformer_core.settings import parse_seed
 
-HELP = "BLEU of a detokenized hypothesis file: paper-style (tokenized, ##AT##) and sacreBLEU 13a."
+HELP = (
+    "BLEU of a detokenized hypothesis file: paper-style (tokenized, ##AT##), sacreBLEU 13a, and "
+    "the Multi30k literature's (lowercased, punctuation-normalized, Moses-tokenized)"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lang",
         default="de",
-        help="target language for the Moses tokenizer of the paper-style score (default: de)",
+        help="target language of the Moses tokenizer of the paper-style and the lowercased "
+        "tokenized scores (default: de)",
     )
     parser.add_argument(
         "--decoding",
@@ -79,12 +83,14 @@ def run(args: argparse.Namespace) -> int:
     atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
     intervals = {
         name: f" (mu {ci['mean']:.2f} +- {ci['half_width']:.2f})"
-        for name in ("bleu_paper_style", "sacrebleu")
+        for name in ("bleu_paper_style", "sacrebleu", "bleu_lowercased_tokenized")
         if (ci := result.get(f"{name}_ci"))
     }
     print(
         f"BLEU paper-style {result['bleu_paper_style']:.2f}{intervals.get('bleu_paper_style', '')}, "
         f"sacreBLEU {result['sacrebleu']:.2f}{intervals.get('sacrebleu', '')} "
-        f"({result['sacrebleu_signature']}), {result['n_lines']} lines"
+        f"({result['sacrebleu_signature']}), lowercased tokenized "
+        f"{result['bleu_lowercased_tokenized']:.2f}"
+        f"{intervals.get('bleu_lowercased_tokenized', '')}, {result['n_lines']} lines"
     )
     return 0

@@ -31,6 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "sha256) than --spm",
     )
     parser.add_argument(
+        "--detokenize",
+        metavar="LANG",
+        help="the model writes Moses-tokenized text (its data was prepared with --tokenize): "
+        "write running text instead, unescaped and detokenized by the Moses rules of LANG",
+    )
+    parser.add_argument(
         "--quantize",
         choices=QUANTIZE_MODES,
         default="off",
@@ -91,5 +97,9 @@ def run(args: argparse.Namespace) -> int:
     decoding = DecodingRuntime(runtime.max_tokens, autocast, compiled, int8)
     outputs = translate_lines(model, sp, lines, options, decoding, args.input, progress)
     progress.report()
+    if args.detokenize:
+        from transformer_core.data.moses import detokenize
+
+        outputs = [detokenize(line, args.detokenize) for line in outputs]
     atomic_write_text(args.output, "".join(line + "\n" for line in outputs))
     return 0

@@ -8,6 +8,7 @@ Modules, in pipeline order:
 - ``smoke``      the seeded generator of the structured smoke corpus (``smoke_lexicon.yaml``)
 - ``shards``     a training corpus as N line ranges (an index, no copies); their reports merged
 - ``prepare``    normalization and the counted filters of training pairs, whole or per shard
+- ``moses``      Moses tokenization and its inverse: the Multi30k literature's text and score
 - ``bpe``        joint sentencepiece BPE: bounded-sample training, encode, decode
 - ``binarized``  the memory-mapped corpus format, its streaming writer, ``binarize``,
                  ``concatenate`` (the streaming merge of shards)

@@ -10,6 +10,9 @@ Normalization (always, both sides):
    private-use, unassigned; as Moses' ``remove-non-printing-char.perl``), with
    every run of whitespace, including line and paragraph separators, made one space.
 
+Optionally (``PrepareSettings.lowercase`` and ``tokenize``: the Multi30k literature's text,
+``data/moses.py``) the line is lowercased first and Moses-tokenized last.
+
 Filters (training data only; ``filter=False`` for dev/test keeps every line
 so references stay aligned), applied in this order, each pair counted under
 the first that removes it:
@@ -39,6 +42,7 @@ from typing import Any
 
 from sacremoses import MosesPunctNormalizer
 
+from transformer_core.data import moses
 from transformer_core.data.fetch import open_text
 from transformer_core.data.progress import Progress
 from transformer_core.data.shards import Shard, parallel_lines
@@ -50,14 +54,24 @@ CHUNK_LINES = 10_000
 
 
 class Normalizer:
-    """Line normalization for one language (steps 1-3 of the module docstring)."""
+    """Line normalization for one language (steps 1-3 of the module docstring), after
+    lowercasing where ``lowercase`` and followed by Moses tokenization where ``tokenize``."""
 
-    def __init__(self, lang: str, unicode_form: str = "NFC") -> None:
+    def __init__(
+        self, lang: str, unicode_form: str = "NFC", lowercase: bool = False, tokenize: bool = False
+    ) -> None:
+        self.lang = lang
         self.unicode_form = unicode_form
+        self.lowercase = lowercase
+        self.tokenize = tokenize
         self.moses = MosesPunctNormalizer(lang=lang)
 
     def clean(self, line: str) -> tuple[str, int]:
         """The normalized line and the number of non-printing characters removed."""
+        text, removed = self._normalized(line.lower() if self.lowercase else line)
+        return (moses.tokenize(text, self.lang) if self.tokenize and text else text), removed
+
+    def _normalized(self, line: str) -> tuple[str, int]:
         text = unicodedata.normalize(self.unicode_form, line)
         text = self.moses.normalize(text)
         if text.isprintable():  # fast path: no category C or separator characters but " "
@@ -76,8 +90,8 @@ REPLACEMENT = "\ufffd"
 
 
 @cache
-def _normalizer(lang: str, unicode_form: str) -> Normalizer:
-    return Normalizer(lang, unicode_form)
+def _normalizer(lang: str, settings: PrepareSettings) -> Normalizer:
+    return Normalizer(lang, settings.unicode_form, settings.lowercase, settings.tokenize)
 
 
 def _normalize_chunk(
@@ -85,8 +99,8 @@ def _normalize_chunk(
 ) -> tuple[list[tuple[str, str]], Counter]:
     """Normalize a chunk of raw pairs (runs in worker processes); the pairs and change counts."""
     pairs, settings = job
-    norm_src = _normalizer(settings.src_lang, settings.unicode_form)
-    norm_tgt = _normalizer(settings.tgt_lang, settings.unicode_form)
+    norm_src = _normalizer(settings.src_lang, settings)
+    norm_tgt = _normalizer(settings.tgt_lang, settings)
     counts: Counter = Counter()
     out = []
     for raw_src, raw_tgt in pairs:

@@ -1,4 +1,5 @@
-"""BLEU two ways: the paper's tokenized score and sacreBLEU 13a.
+"""BLEU three ways: the paper's tokenized score, sacreBLEU 13a, and the Multi30k literature's
+score on lowercased, Moses-tokenized text.
 
 The paper's BLEU numbers were made by tensor2tensor's ``get_ende_bleu.sh``.
 ``paper_bleu`` computes exactly what that script chain prints:
@@ -18,6 +19,12 @@ checks that this module reproduces them byte for byte.
 That score is not comparable across papers; sacreBLEU's 13a tokenization of
 the detokenized text, with its signature, is (``sacrebleu_13a``). Every test
 set gets both (docs/recipe.md, Decoding and scoring).
+
+The multimodal-MT literature on Multi30k scores differently again: hypotheses and references
+lowercased, punctuation-normalized and Moses-tokenized as the multi30k dataset's
+``task1-tokenize.sh`` makes its official ``data/task1/tok`` references (``data.moses``), then
+multi-bleu.perl (``lowercased_tokenized_bleu``). Every score file carries it too, as
+``bleu_lowercased_tokenized``, so that a Multi30k model is compared with that literature.
 """
 
 from __future__ import annotations
@@ -209,6 +216,24 @@ def paper_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str = "de") -> Bl
     return multi_bleu(*paper_tokenized(hyps, refs, lang))
 
 
+def lowercased_tokenized(
+    hyps: Sequence[str], refs: Sequence[str], lang: str = "de"
+) -> tuple[list[str], list[str]]:
+    """Hypotheses and references as the Multi30k literature scores them: lowercased,
+    punctuation-normalized, Moses-tokenized (``data.moses.lowercased_tokenized``)."""
+    from transformer_core.data.moses import lowercased_tokenized as form
+
+    return [form(h, lang) for h in hyps], [form(r, lang) for r in refs]
+
+
+def lowercased_tokenized_bleu(
+    hyps: Sequence[str], refs: Sequence[str], lang: str = "de"
+) -> BleuStats:
+    """multi-bleu.perl on ``lowercased_tokenized`` text: the Multi30k literature's BLEU (its
+    references are the multi30k dataset's ``tok/*.lc.norm.tok.*`` files)."""
+    return multi_bleu(*lowercased_tokenized(hyps, refs, lang))
+
+
 def sacrebleu_13a(hyps: Sequence[str], refs: Sequence[str]) -> tuple[BleuStats, str]:
     """sacreBLEU's default corpus BLEU (13a, cased, exp smoothing) and its signature."""
     from sacrebleu.metrics import BLEU
@@ -243,7 +268,8 @@ def score_files(hyp_path: str | os.PathLike, ref_path: str | os.PathLike, lang: 
     """Both BLEU variants of a hypothesis file against a reference file, as a JSON-ready dict.
 
     The flat ``counts``/``bp``/``ratio``/``hyp_len``/``ref_len`` fields belong to
-    the paper-style score; ``sacrebleu_stats`` holds the same fields for sacreBLEU.
+    the paper-style score; ``sacrebleu_stats`` and ``bleu_lowercased_tokenized_stats`` hold
+    the same fields for sacreBLEU and for the Multi30k literature's score.
     Their bootstrap intervals are ``significance.score_intervals``'s.
     """
     return score_lines(*read_pair(hyp_path, ref_path), lang, hyp_path, ref_path)
@@ -259,6 +285,7 @@ def score_lines(
     """``score_files`` of lines already read (a pipe can be read only once)."""
     paper = paper_bleu(hyps, refs, lang)
     sacre, signature = sacrebleu_13a(hyps, refs)
+    lowercased = lowercased_tokenized_bleu(hyps, refs, lang)
     return {
         "hyp": str(hyp_path),
         "ref": str(ref_path),
@@ -275,4 +302,6 @@ def score_lines(
         "hyp_len": paper.hyp_len,
         "ref_len": paper.ref_len,
         "sacrebleu_stats": sacre.as_dict(),
+        "bleu_lowercased_tokenized": lowercased.bleu,
+        "bleu_lowercased_tokenized_stats": lowercased.as_dict(),
     }

@@ -3,7 +3,7 @@
 The learning curves of the report show training loss and dev perplexity, which every run
 logs; BLEU needs a decode per checkpoint. ``bleu_by_step`` decodes the dev set with up
 to ``count`` of the checkpoints a run kept (``train --keep-last``: the last ones, those
-Table 2 averages), evenly spaced and always with the last, and scores both BLEU variants.
+Table 2 averages), evenly spaced and always with the last, and scores every BLEU variant.
 So at paper scale the curve covers the end of training, where the averaging happens.
 """
 
@@ -36,9 +36,14 @@ def bleu_by_step(
     refs: Sequence[str],
     lang: str,
 ) -> list[dict]:
-    """``[{"step", "bleu_paper_style", "sacrebleu"}]`` of each (step, checkpoint), oldest first;
-    ``translate(path)`` decodes the dev set with one checkpoint."""
-    from transformer_core.evaluation.bleu import paper_bleu, sacrebleu_13a
+    """``[{"step", "bleu_paper_style", "sacrebleu", "bleu_lowercased_tokenized"}]`` of each
+    (step, checkpoint), oldest first; ``translate(path)`` decodes the dev set with one
+    checkpoint."""
+    from transformer_core.evaluation.bleu import (
+        lowercased_tokenized_bleu,
+        paper_bleu,
+        sacrebleu_13a,
+    )
 
     points = []
     for step, path in checkpoints:
@@ -49,6 +54,7 @@ def bleu_by_step(
                 "checkpoint": str(path),
                 "bleu_paper_style": paper_bleu(hyps, refs, lang).bleu,
                 "sacrebleu": sacrebleu_13a(hyps, refs)[0].bleu,
+                "bleu_lowercased_tokenized": lowercased_tokenized_bleu(hyps, refs, lang).bleu,
             }
         )
     return points

@@ -16,10 +16,12 @@ Both read their random seed from the environment variable ``SACREBLEU_SEED`` (th
 sacreBLEU's interface); ``_seeded`` sets it for one call and restores it, so results are
 reproducible and recorded with the seed that made them.
 
-Each BLEU variant of the pipeline has its metric here (``METRICS``): ``sacrebleu`` is
+Each BLEU variant of the pipeline has its metric here (``VARIANTS``): ``sacrebleu`` is
 sacreBLEU's default 13a BLEU on detokenized text; ``paper`` is sacreBLEU's BLEU without
 tokenization or smoothing on the paper-style tokenized text (``bleu.paper_tokenized``),
-which is multi-bleu.perl's corpus BLEU (tests/unit/test_bleu.py holds them equal).
+which is multi-bleu.perl's corpus BLEU (tests/unit/test_bleu.py holds them equal);
+``lowercased_tokenized`` is the same BLEU on the Multi30k literature's lowercased tokenized
+text (``bleu.lowercased_tokenized``).
 """
 
 from __future__ import annotations
@@ -32,13 +34,19 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 from transformer_core.errors import UserError
-from transformer_core.evaluation.bleu import paper_tokenized, read_pair
+from transformer_core.evaluation.bleu import lowercased_tokenized, paper_tokenized, read_pair
 
 # sacreBLEU's confidence level is fixed: its interval drops n // 40 resamples at each end.
 CONFIDENCE = 0.95
 SEED_VARIABLE = "SACREBLEU_SEED"
 RESAMPLES, SEED = 1000, 12345  # sacreBLEU's own defaults (n_bootstrap, SACREBLEU_SEED)
-VARIANTS = ("paper", "sacrebleu")  # the two BLEU variants of every score file
+VARIANTS = ("paper", "sacrebleu", "lowercased_tokenized")  # the BLEU variants of a score file
+# Each variant's key in a score file (``bleu.score_lines``); its interval is the key + "_ci".
+SCORE_KEYS = {
+    "paper": "bleu_paper_style",
+    "sacrebleu": "sacrebleu",
+    "lowercased_tokenized": "bleu_lowercased_tokenized",
+}
 
 
 @dataclass(frozen=True)
@@ -92,7 +100,7 @@ def _metric(variant: str):
 
     if variant == "sacrebleu":
         return BLEU()
-    if variant == "paper":
+    if variant in ("paper", "lowercased_tokenized"):
         return BLEU(tokenize="none", smooth_method="none", force=True)
     raise ValueError(f"unknown BLEU variant {variant!r}; known: {', '.join(VARIANTS)}")
 
@@ -100,9 +108,12 @@ def _metric(variant: str):
 def _texts(
     variant: str, hyps: Sequence[str], refs: Sequence[str], lang: str
 ) -> tuple[list[str], list[str]]:
-    """The lines the variant's metric reads: detokenized, or the paper-style tokenized ones."""
+    """The lines the variant's metric reads: detokenized, the paper-style tokenized ones, or
+    the Multi30k literature's lowercased tokenized ones."""
     if variant == "paper":
         return paper_tokenized(hyps, refs, lang)
+    if variant == "lowercased_tokenized":
+        return lowercased_tokenized(hyps, refs, lang)
     return list(hyps), list(refs)
 
 
@@ -122,7 +133,7 @@ def confidence_interval(
     seed: int,
     lang: str = "de",
 ) -> Interval:
-    """BLEU (``variant``: paper or sacrebleu) of ``hyps`` with sacreBLEU's 95% bootstrap interval."""
+    """BLEU (``variant``: one of ``VARIANTS``) of ``hyps`` with sacreBLEU's 95% bootstrap interval."""
     _check_resamples(resamples)
     hyp_lines, ref_lines = _texts(variant, hyps, refs, lang)
     with _seeded(seed):
@@ -138,8 +149,8 @@ def score_intervals(
     seed: int,
     lang: str = "de",
 ) -> dict[str, dict]:
-    """``bleu_paper_style_ci`` and ``sacrebleu_ci``: each BLEU of ``bleu.score_files`` with its
-    95% bootstrap interval, as JSON-ready dicts."""
+    """``bleu_paper_style_ci``, ``sacrebleu_ci`` and ``bleu_lowercased_tokenized_ci``: each
+    BLEU of ``bleu.score_files`` with its 95% bootstrap interval, as JSON-ready dicts."""
     return line_intervals(*read_pair(hyp_path, ref_path), resamples, seed, lang)
 
 
@@ -148,8 +159,10 @@ def line_intervals(
 ) -> dict[str, dict]:
     """``score_intervals`` of lines already read."""
     return {
-        f"{name}_ci": confidence_interval(variant, hyps, refs, resamples, seed, lang).to_dict()
-        for name, variant in (("bleu_paper_style", "paper"), ("sacrebleu", "sacrebleu"))
+        f"{SCORE_KEYS[variant]}_ci": confidence_interval(
+            variant, hyps, refs, resamples, seed, lang
+        ).to_dict()
+        for variant in VARIANTS
     }
 
 

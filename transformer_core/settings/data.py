@@ -79,6 +79,18 @@ class PrepareSettings:
     unicode_form: str = option(
         "NFC", "--unicode-form", "unicode normalization form", choices=UNICODE_FORMS
     )
+    lowercase: bool = option(
+        False,
+        "--lowercase",
+        "lowercase every line before normalizing it (the Multi30k literature's text, with "
+        "--tokenize)",
+    )
+    tokenize: bool = option(
+        False,
+        "--tokenize",
+        "Moses-tokenize every line after normalizing it, escaped, hyphens kept (the Multi30k "
+        "dataset's task1-tokenize.sh); `translate --detokenize` turns outputs back into text",
+    )
 
     def __post_init__(self) -> None:
         if self.unicode_form not in UNICODE_FORMS:

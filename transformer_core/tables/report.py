@@ -35,10 +35,13 @@ RECIPE = """\
   configuration says `dev`, each model's are chosen the same way on its own dev split (the highest
   sacreBLEU over a grid; ties to the paper's value, then to the smaller alpha). Each table names
   the beam and alpha of its scores and where they came from (`decode_from`); the sweeps are below.
-- **BLEU, two ways**: `bleu_paper_style` is how the paper's numbers were made (tensor2tensor's
+- **BLEU, three ways**: `bleu_paper_style` is how the paper's numbers were made (tensor2tensor's
   get_ende_bleu.sh: unicode punctuation replacement, Moses tokenization, hyphen compounds split as
   ##AT##-##AT##, case-sensitive multi-bleu.perl corpus BLEU); `sacrebleu` is sacreBLEU 13a on the
   detokenized output, with its signature below. The paper-style score runs 0.7-1.5 above sacreBLEU.
+  `bleu_lowercased_tokenized` is the Multi30k literature's: output and reference lowercased,
+  punctuation-normalized and Moses-tokenized (the multi30k dataset's task1-tokenize.sh), then
+  multi-bleu.perl.
 - **Perplexity** (Table 3): exp of the mean per-token negative log-likelihood on the dev set
   (newstest2013 at paper scale; the notes under each table name this run's sets) at the last
   training step, without label smoothing, per word piece of the run's own vocabulary (not

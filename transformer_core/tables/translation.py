@@ -2,8 +2,8 @@
 and the readers of those files that Table 4 (``table4``) shares.
 
 Inputs are the JSON files earlier stages write: a training ``summary.json``, a
-``score`` JSON (paper-style BLEU and sacreBLEU, each with sacreBLEU's 95% bootstrap
-interval) and a ``ppl`` JSON. Each table is written as CSV with a markdown twin,
+``score`` JSON (paper-style BLEU, sacreBLEU and the Multi30k literature's lowercased
+tokenized BLEU, each with sacreBLEU's 95% bootstrap interval) and a ``ppl`` JSON. Each table is written as CSV with a markdown twin,
 atomically (``table_markdown.write_table``).
 
 A cell trained with several seeds (config ``seeds``) shows the mean over seeds, its
@@ -27,6 +27,7 @@ from transformer_core.evaluation.significance import mean_std
 from transformer_core.model.config import ModelConfig
 from transformer_core.paper import TABLE2, TABLE2_PRESET_ROWS, TABLE3
 
+LOWERCASED_TOKENIZED = "bleu_lowercased_tokenized"  # bleu.lowercased_tokenized_bleu's key
 PAIR_COLUMNS = {"en_de": ("en_de_bleu", "en_de_flops"), "en_fr": ("en_fr_bleu", "en_fr_flops")}
 
 TABLE2_COLUMNS = [
@@ -46,6 +47,10 @@ TABLE2_COLUMNS = [
     "bleu_paper_style_per_seed",
     "sacrebleu_std",
     "sacrebleu_per_seed",
+    "bleu_lowercased_tokenized",
+    "bleu_lowercased_tokenized_ci95",
+    "bleu_lowercased_tokenized_std",
+    "bleu_lowercased_tokenized_per_seed",
     "paper_bleu",
     "cost_flops_paper_method",
     "flops_analytic",
@@ -81,6 +86,10 @@ TABLE3_COLUMNS = [
     "sacrebleu_dev_ci95",
     "sacrebleu_dev_std",
     "sacrebleu_dev_per_seed",
+    "bleu_lowercased_tokenized_dev",
+    "bleu_lowercased_tokenized_dev_ci95",
+    "bleu_lowercased_tokenized_dev_std",
+    "bleu_lowercased_tokenized_dev_per_seed",
     "beam",
     "alpha",
     "decode_from",
@@ -142,6 +151,16 @@ def seed_columns(name: str, seeds: list[int], values: list[float], half_widths: 
         known = [h for h in half_widths if h is not None]
         columns[f"{name}_ci95"] = mean_std(known)[0] if len(known) == len(values) else None
     return columns
+
+
+def bleu_keys(scores: list[dict]) -> list[str]:
+    """The BLEU variants the tables show of these score files: paper-style and sacreBLEU,
+    and the Multi30k literature's lowercased tokenized BLEU where every file has it (score
+    files written before it was added have not; its columns stay empty)."""
+    keys = ["bleu_paper_style", "sacrebleu"]
+    if all(LOWERCASED_TOKENIZED in score for score in scores):
+        keys.append(LOWERCASED_TOKENIZED)
+    return keys
 
 
 def _half_width(score: dict, key: str) -> float | None:
@@ -244,7 +263,7 @@ def table2(results: list[dict[str, str]]) -> pd.DataFrame:
             "train_hours": mean_of(summaries, "wall_seconds", 3600.0),
             "steps": first["steps"],
         }
-        for key in ("bleu_paper_style", "sacrebleu"):
+        for key in bleu_keys(scores):
             values = [score[key] for score in scores]
             row.update(seed_columns(key, seeds, values, [_half_width(s, key) for s in scores]))
         rows.append(row)
@@ -323,7 +342,10 @@ def table3_row(row: str, runs: list[dict[str, str]]) -> pd.DataFrame:
         "paper_bleu": paper.bleu,
         "paper_params": paper.params_m,
     }
-    for column, key in (("bleu_dev", "bleu_paper_style"), ("sacrebleu_dev", "sacrebleu")):
+    for key in bleu_keys(scores):
+        column = {"bleu_paper_style": "bleu_dev", "sacrebleu": "sacrebleu_dev"}.get(
+            key, f"{key}_dev"
+        )
         half_widths = [_half_width(score, key) for score in scores]
         values.update(seed_columns(column, seeds, [s[key] for s in scores], half_widths))
     return pd.DataFrame([values], columns=TABLE3_COLUMNS)

@@ -329,6 +329,7 @@ def check(config: dict[str, Any], known_datasets: tuple[str, ...] | None = None)
         what = "is a file, not a directory" if Path(mirror).exists() else "does not exist"
         raise ConfigError(f"mirror: {mirror!r} {what} (give a directory or a URL prefix)")
     ModelConfig.from_dict(config.get("model", {}))  # an unknown key or a bad value names model.KEY
+    check_model_shape(config)
     train = config["train"]
     if train.get("compute_weights") == "bf16" and train.get("precision") == "fp32":
         raise ConfigError(
@@ -350,6 +351,24 @@ def check(config: dict[str, Any], known_datasets: tuple[str, ...] | None = None)
         scaled_steps(name, rule["step_divisor"])
     if config.get("table4"):
         check_table4(config)
+
+
+# The `model` keys that replace the scaled preset's shape (a published model's): every
+# Table 3 row but base changes one of them, so they go with base as the one experiment.
+SHAPE_KEYS = ("encoder_layers", "decoder_layers", "d_model", "d_ff", "h", "d_k", "d_v", "dropout")
+
+
+def check_model_shape(config: dict[str, Any]) -> None:
+    """A shape in `model` goes with base alone: refused, naming the key, where the
+    configuration trains another experiment, whose change from base it would undo."""
+    shape = [key for key in SHAPE_KEYS if key in config.get("model", {})]
+    others = [name for name in experiments(config) if name != "base"]
+    if shape and others:
+        raise ConfigError(
+            f"model.{shape[0]}: a model shape replaces every experiment's, so it goes with base "
+            f"alone (table2.models and table3.rows [base], no table4); this configuration also "
+            f"trains {', '.join(others)}"
+        )
 
 
 def check_table4(config: dict[str, Any]) -> None:

@@ -19,7 +19,12 @@ from transformer_core.data.registry import load_registry
 from transformer_core.data.shards import default_count, expected_pairs, parse_name
 from transformer_core.data.shards import name as shard_name
 from transformer_core.errors import ConfigError
-from transformer_core.settings import SentencePieceSettings, TreebankSettings, command_flags
+from transformer_core.settings import (
+    PrepareSettings,
+    SentencePieceSettings,
+    TreebankSettings,
+    command_flags,
+)
 from transformer_core.workflow_plan.config_checks import PARSING_PAIRS, table4_unavailable
 
 # A binarized split's files, its header first (the rules name a split by its header's path).
@@ -85,6 +90,18 @@ class DataPlan:
         if is_parsing(pair):
             return self.treebank_file(pair, split, "words"), self.treebank_file(pair, split, "tree")
         return f"data/{pair}/prepared/{split}.src", f"data/{pair}/prepared/{split}.tgt"
+
+    def prepare_options(self, pair: str) -> list[str]:
+        """`prepare` options beyond the languages, one per PrepareSettings field the pair's
+        configuration sets (``settings.command_flags``): lowercase, tokenize, filter."""
+        return command_flags(PrepareSettings, self.config["pairs"][pair])
+
+    def detokenize_args(self, pair: str) -> list[str]:
+        """`translate --detokenize TGT` where the pair's text is Moses-tokenized
+        (pairs.<pair>.tokenize): its decodes are written, and scored, as running text."""
+        if not self.config["pairs"].get(pair, {}).get("tokenize"):
+            return []
+        return ["--detokenize", languages(pair)[1]]
 
     def binarize_inputs(self, pair: str, split: str) -> dict[str, str]:
         src, tgt = self.parallel_text(pair, split)

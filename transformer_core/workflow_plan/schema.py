@@ -31,6 +31,7 @@ from transformer_core.settings import (
     PARSING_SEARCH,
     DecodeSettings,
     InferenceSettings,
+    PrepareSettings,
     SentencePieceSettings,
     TrainSettings,
     TreebankSettings,
@@ -146,6 +147,7 @@ def settings_sections() -> dict[str, Any]:
     }  # fmt: skip
     spm = {config_key(f): f for f in dataclasses.fields(SentencePieceSettings)
            if f.metadata.get("flag")}  # fmt: skip
+    prepare = {f.name: f for f in dataclasses.fields(PrepareSettings)}
     treebank = {f.name: f for f in dataclasses.fields(TreebankSettings)}
     definitions = {
         "train": _section(train, "The training recipe shared by every experiment, and where "
@@ -166,6 +168,8 @@ def settings_sections() -> dict[str, Any]:
         },
         "spm_sample_size": key_schema(spm["spm_sample_size"], default=False),
         "split_by_unicode_script": key_schema(spm["split_by_unicode_script"]),
+        **{name: key_schema(prepare[name], default=False)
+           for name in ("lowercase", "tokenize", "filter")},
         "linearization": key_schema(treebank["linearization"]),
     }  # fmt: skip
     return definitions

@@ -45,11 +45,14 @@ rule prepare:
         split="dev|test",  # train: prepare_shard, then prepare_report
     conda:
         ENV
+    params:
+        options=lambda w: DATA.prepare_options(src_tgt(w)),
     # Only training data is filtered; dev and test keep every line, so references never shift.
     shell:
         "transformer-core prepare --src-in {input.src:q} --tgt-in {input.tgt:q}"
         " --src-out {output.src:q} --tgt-out {output.tgt:q} --report {output.report:q}"
-        " --src-lang {wildcards.src:q} --tgt-lang {wildcards.tgt:q} --no-filter > {log:q} 2>&1"
+        " --src-lang {wildcards.src:q} --tgt-lang {wildcards.tgt:q} {params.options:q}"
+        " --no-filter > {log:q} 2>&1"
 
 
 rule shard_index:
@@ -86,11 +89,13 @@ rule prepare_shard:
         ENV
     params:
         shard=lambda w: shard_args(w.shard),
+        options=lambda w: DATA.prepare_options(src_tgt(w)),
     shell:
         "transformer-core prepare --src-in {input.src:q} --tgt-in {input.tgt:q}"
         " --shard-index {input.index:q} {params.shard:q}"
         " --src-out {output.src:q} --tgt-out {output.tgt:q} --report {output.report:q}"
-        " --src-lang {wildcards.src:q} --tgt-lang {wildcards.tgt:q} > {log:q} 2>&1"
+        " --src-lang {wildcards.src:q} --tgt-lang {wildcards.tgt:q} {params.options:q}"
+        " > {log:q} 2>&1"
 
 
 rule prepare_report:

@@ -25,10 +25,11 @@ rule translate:
         runtime=30,
     params:
         decode=decode_args,
+        detokenize=lambda w: DATA.detokenize_args(w.pair),
     shell:
         "transformer-core translate --checkpoint {input.checkpoint:q} --spm {input.spm:q}"
         " --input {input.source:q} --output {output:q} {params.decode:q}"
-        " --num-threads {threads:q} > {log:q} 2>&1"
+        " {params.detokenize:q} --num-threads {threads:q} > {log:q} 2>&1"
 
 
 rule score:
@@ -86,8 +87,9 @@ rule bleu_curve:
         checkpoints=config["curves"]["checkpoints"],
         lang=lambda w: languages(w.pair)[1],
         decode=decode_args,
+        detokenize=lambda w: DATA.detokenize_args(w.pair),
     shell:
         "transformer-core bleu_curve --run-dir {params.run_dir:q} --spm {input.spm:q}"
         " --input {input.source:q} --ref {input.ref:q} --lang {params.lang:q}"
-        " --checkpoints {params.checkpoints:q} {params.decode:q}"
+        " --checkpoints {params.checkpoints:q} {params.decode:q} {params.detokenize:q}"
         " --num-threads {threads:q} --out {output:q} > {log:q} 2>&1"
