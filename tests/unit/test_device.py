@@ -53,12 +53,26 @@ def test_auto_is_bf16_only_on_cpus_with_native_bf16(monkeypatch, native):
     [("flags : avx2 avx512f avx512_bf16", True), ("flags : avx2 amx_bf16", True),
      ("flags : avx2 avx512f avx512_vnni", False)],
 )  # fmt: skip
-def test_cpuinfo_flags_decide_where_onednn_cannot_say(monkeypatch, tmp_path, cpuinfo, native):
-    monkeypatch.setattr(device, "_onednn_bf16", lambda: None)  # a torch without the check
+def test_cpuinfo_flags_decide_where_torch_cannot_say(monkeypatch, tmp_path, cpuinfo, native):
+    monkeypatch.setattr(device, "_torch_cpu_bf16", lambda: None)  # a torch without the check
     fake = tmp_path / "cpuinfo"
     fake.write_text(cpuinfo)
     monkeypatch.setattr(device, "Path", lambda _: fake)
     assert cpu_has_native_bf16.__wrapped__() is native  # past the once-per-process cache
+
+
+@pytest.mark.parametrize(
+    ("torch_says", "onednn_says", "native"),
+    [(False, True, False), (True, False, False), (True, True, True), (True, None, True)],
+)
+def test_native_bf16_needs_the_feature_not_just_onednn_running_bf16(
+    monkeypatch, torch_says, onednn_says, native
+):
+    # (False, True): an Intel Xeon with AVX-512 but no AVX512-BF16 or AMX, where oneDNN runs
+    # bf16 emulated, 2.4 times slower than fp32; (True, False): ONEDNN_MAX_CPU_ISA=AVX2.
+    monkeypatch.setattr(device, "_torch_cpu_bf16", lambda: torch_says)
+    monkeypatch.setattr(device, "_onednn_bf16", lambda: onednn_says)
+    assert cpu_has_native_bf16.__wrapped__() is native
 
 
 def test_precision_names():
