@@ -1,6 +1,7 @@
 """The two engines side by side, for the tests of ``transformer-core export``: the export
 command in a fresh interpreter, our search and CTranslate2's searched alike (greedy, beam 4
-without length penalty), and the check that they give the same tokens."""
+without length penalty), and the check that they give the same tokens (but where our search's
+stopping rule, not the exported model, makes the difference)."""
 
 import importlib.util
 import subprocess
@@ -64,14 +65,37 @@ def translator_of(folder):
     return ctranslate2.Translator(str(folder), device="cpu", intra_threads=1), sp
 
 
+def log_prob(model, source, target):
+    """Our model's log-probability of ``target`` (ids, EOS added) given ``source`` (ids)."""
+    eos, bos = model.cfg.eos_id, model.cfg.bos_id
+    src = torch.tensor([source + [eos]])
+    tgt = torch.tensor([[bos] + target])
+    with torch.no_grad():
+        scores = torch.log_softmax(model(src, tgt).float(), dim=-1)[0]
+    return sum(scores[i, t].item() for i, t in enumerate(target + [eos]))
+
+
 def assert_same_tokens(model, folder, lines, beam4_length=0):
     """Both engines' outputs for ``lines``, greedy and beam 4 (``beam4_length`` tokens long, 0:
-    to EOS), are the same tokens."""
+    to EOS), are the same tokens; except, at beam 4 to EOS, where our search stopped with 4
+    finished hypotheses (its documented departure: docs/departures.md, "Beam search") and
+    CTranslate2, searching on, found one our model scores higher: a difference of search, not
+    of the exported model (at most a tenth of the lines)."""
+    model.eval()
     translator, sp = translator_of(folder)
     sources = [sp.encode(line) for line in lines]
     for beam, forced in ((1, 0), (4, beam4_length)):
         expected = [ours(model, ids, beam, forced) for ids in sources]
         got = theirs(translator, sp, sources, beam, forced)
-        same = sum(a == b for a, b in zip(expected, got, strict=True))
-        assert same == len(sources), f"beam {beam}: {same} of {len(sources)} identical"
+        differ = [i for i, (a, b) in enumerate(zip(expected, got, strict=True)) if a != b]
+        searched_on = [
+            i
+            for i in differ
+            if beam > 1
+            and not forced
+            and log_prob(model, sources[i], got[i]) > log_prob(model, sources[i], expected[i])
+        ]
+        assert differ == searched_on and len(differ) <= len(sources) // 10, (
+            f"beam {beam}: {len(sources) - len(differ)} of {len(sources)} identical"
+        )
         assert len({tuple(t) for t in got}) >= 3  # outputs that vary: not a vacuous match
