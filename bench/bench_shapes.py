@@ -159,11 +159,18 @@ def reversal_corpus(
     return ParallelDataset(prefix)
 
 
-def nll_curve(trainer: Trainer, steps: int, interval: int) -> list[float]:
-    """``steps`` training steps of ``trainer``: the NLL per target token of every ``interval``."""
+def nll_curve(
+    trainer: Trainer, steps: int, interval: int, clock: list[float] | None = None
+) -> list[float]:
+    """``steps`` training steps of ``trainer``: the NLL per target token of every ``interval``;
+    ``clock`` (a list) gets the time at the end of each step, the device synchronized."""
     curve, tokens = [], 0
     for step in range(1, steps + 1):
         tokens += trainer.train_step().tgt_tokens
+        if clock is not None:
+            if trainer.ctx.device.type == "cuda":
+                torch.cuda.synchronize(trainer.ctx.device)
+            clock.append(time.perf_counter())
         if step % interval == 0:
             curve.append(round(trainer.interval_sums()[1] / tokens, 4))
             tokens = 0

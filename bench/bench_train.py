@@ -29,10 +29,11 @@ torch.profiler: the share of the time the GPU sat idle, its time per step by kin
 (matrix products, attention, inductor's fused kernels, softmax, copies, the optimizer, the
 rest), the MFU the step would reach if only its products and attention took time, and the top
 10 kernels; and as many steps again with Python's calls traced: the host's time per step by
-operator and by Python function (where a step goes that leaves the GPU idle). Then the peer on
-the same batches, eager and ``torch.compile`` (``--gpu-peer``): each of our rows records its
-speed over the faster.
-``--gpu-only`` skips the CPU section.
+operator and by Python function (where a step goes that leaves the GPU idle). Then, where
+asked (``--gpu-peer eager compiled``), the peer on the same batches, eager and
+``torch.compile``: each of our rows records its speed over the faster. ``--gpu-deadline``
+starts no variant past its time, so a bench inside a lent GPU's minutes ends with what it
+measured. ``--gpu-only`` skips the CPU section.
 
 Run from the repository root (``bench`` is a package):
 
@@ -68,34 +69,15 @@ from transformer_core.training.flops import device_spec, training_flops
 from transformer_core.training.session import device_name
 
 SHAPES = {
-    "tiny": {
-        "encoder_layers": 2,
-        "decoder_layers": 2,
-        "d_model": 128,
-        "d_ff": 512,
-        "h": 4,
-        "d_k": 32,
-        "d_v": 32,
-        "vocab_size": 8000,
-    },
-    "multi30k": {
-        "encoder_layers": 3,
-        "decoder_layers": 3,
-        "d_model": 256,
-        "d_ff": 1024,
-        "d_k": 32,
-        "d_v": 32,
-        "vocab_size": 8000,
-    },
+    "tiny": {"encoder_layers": 2, "decoder_layers": 2, "d_model": 128, "d_ff": 512, "h": 4,
+             "d_k": 32, "d_v": 32, "vocab_size": 8000},
+    "multi30k": {"encoder_layers": 3, "decoder_layers": 3, "d_model": 256, "d_ff": 1024,
+                 "d_k": 32, "d_v": 32, "vocab_size": 8000},
     "base": {"vocab_size": 37000},
     "big": {"d_model": 1024, "d_ff": 4096, "h": 16, "dropout": 0.3, "vocab_size": 37000},
-}
+}  # fmt: skip
 TOKENS_PER_STEP = 4000
-PLAN = {
-    "tiny": (5, 4, 3),
-    "multi30k": (3, 3, 2),
-    "base": (3, 2, 1),
-}  # rounds, steps per round, warm-up steps
+PLAN = {"tiny": (5, 4, 3), "multi30k": (3, 3, 2), "base": (3, 2, 1)}  # rounds, steps, warm-up
 QUICK = (1, 1, 1)
 DENSE_KINDS = ("matrix product", "attention")  # profile_command.KERNEL_KINDS: the FLOPs' kernels
 
@@ -207,8 +189,10 @@ def gpu_throughput(
         "device": device_name(device),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "precision": "bf16 autocast" if compute_weights == "fp32" else "bf16 weights",
+        "precision": "bf16 weights" if ours.trainer.master else "bf16 autocast",
         "compile": compile,
+        "compiled": ours.trainer.compiled,
+        "path_why": ours.trainer.path.why,
         "batch_shapes": batch_shapes,
         "fixed_shapes": ours.trainer.fixed_shapes,
         "cuda_graphs": ours.trainer.cuda_graphs,
@@ -263,6 +247,11 @@ def peak_rss_of_training(shape: str, precision: str, steps: int, threads: int) -
     )
 
 
+def past_deadline(started: float, deadline: float | None) -> bool:
+    """Whether ``deadline`` seconds (None: never) have passed since ``started``."""
+    return deadline is not None and time.perf_counter() - started > deadline
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -303,11 +292,15 @@ def main() -> int:
     parser.add_argument(
         "--gpu-peer",
         nargs="*",
-        default=["eager", "compiled"],
+        default=[],
         choices=["eager", "compiled"],
-        help="the peer's GPU variants, on the batches our Trainer cuts, each our row's speed "
-        "given over the faster (default: eager compiled; none: --gpu-peer alone)",
+        help="the peer's GPU variants to run, on the batches our Trainer cuts, each our row's "
+        "speed given over the faster (default: none; `--gpu-peer eager compiled`: both)",
     )
+    parser.add_argument(
+        "--gpu-deadline", type=float, metavar="SECONDS", help="start no GPU variant or peer "
+        "this many seconds after the bench started (the rest recorded as skipped; default: none)",
+    )  # fmt: skip
     parser.add_argument("--gpu-shapes", nargs="+", default=["base", "big"], choices=["base", "big"])
     parser.add_argument(
         "--gpu-steps", type=int, default=50, help="timed GPU steps per variant (default: 50)"
@@ -319,8 +312,9 @@ def main() -> int:
         "--gpu-compile",
         nargs="+",
         default=["off"],
-        choices=["off", "on"],
-        help="GPU variants: eager, compiled, or both (default: off)",
+        choices=["off", "on", "auto"],
+        help="GPU variants: eager, compiled, what train.compile auto picks on a GPU, or several "
+        "(default: off)",
     )
     parser.add_argument(
         "--gpu-batch-shapes",
@@ -353,6 +347,7 @@ def main() -> int:
         "--out", default=None, help="default: bench/results/HARDWARE/train_speed.json"
     )
     args = parser.parse_args()
+    started = time.perf_counter()
     device = "cuda" if torch.cuda.is_available() else "cpu"  # the GPU part runs where there is one
     args.out = args.out or result_path("train_speed", device)
     torch.set_num_threads(args.threads)
@@ -413,6 +408,11 @@ def main() -> int:
                 for weights in args.gpu_compute_weights
             ]
             for shape, compile, shapes, cudnn, weights in variants:
+                if past_deadline(started, args.gpu_deadline):  # recorded, not measured
+                    result.setdefault("gpu_skipped_at_deadline", []).append(
+                        [shape, compile, weights]
+                    )
+                    continue
                 row = gpu_throughput(
                     shape,
                     Path(tmp),
@@ -432,10 +432,11 @@ def main() -> int:
                 out_partial = Path(args.out)
                 out_partial.parent.mkdir(parents=True, exist_ok=True)
                 out_partial.write_text(json.dumps(result, indent=2) + "\n")
-            result["gpu_peer"] = gpu_peers(
-                args.gpu_shapes, args.gpu_peer, Path(tmp), tuple(args.gpu_lengths), steps, warmup,
-                args.gpu_max_tokens, args.gpu_tokens_per_step, result["gpu"],
-            )  # fmt: skip
+            if args.gpu_peer and not past_deadline(started, args.gpu_deadline):
+                result["gpu_peer"] = gpu_peers(
+                    args.gpu_shapes, args.gpu_peer, Path(tmp), tuple(args.gpu_lengths), steps,
+                    warmup, args.gpu_max_tokens, args.gpu_tokens_per_step, result["gpu"],
+                )  # fmt: skip
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

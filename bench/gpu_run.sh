@@ -15,11 +15,26 @@
 #                its spm.model, the prepared test.src and the German test.de
 #   .gpu/before/ the previous commit's tree, for the part "before"
 # and writes its logs and JSON results under $OUT (default: gpu_out/). GPU_DEADLINE (seconds
-# from the start, default 3600) bounds the whole run: each command is stopped at it, so a
-# run inside a lease of minutes still ends with its results packed.
+# from the start, default 420: under the 10 minutes one call may run, with time left to pack
+# and bring back the results) bounds the whole run: each command is stopped at it, so a run
+# inside a lease of minutes still ends with its results packed.
+#
+# The one call that decides whether the fast path becomes GPU training's default (docs/gpu.md,
+# "The learning check"), about 6 minutes on an H200:
+#
+#   GPU_DEADLINE=420 bench/gpu_run.sh learning_check tests
+#
+# GPU_RUN_DEVICE=cpu rehearses any part on the CPU at tiny sizes (the same script, commands and
+# files; tests/commands/test_gpu_run.py runs `learning_check tests` so), so that nothing in a
+# lent GPU's minutes fails on an import, a path or an argument.
 #
 #   tests     pytest -m gpu (tests/commands/test_gpu.py)
-#   train     bench.bench_train's GPU section: base and big, eager and compiled, profiled
+#   train     bench.bench_train's GPU section at the settings a user gets (compile, batch
+#             shapes and compute weights auto), base and big, 25,000 target tokens of 24-31-token
+#             sentences a step (one width), profiled; the Hugging Face peer (eager, compiled) in
+#             the same call
+#   train_mix the same on sentences of 3 to 80 tokens (about 10 widths), compiled: widths not
+#             yet compiled when the deadline nears are left out of the timing (--gpu-deadline)
 #   decode    bench.bench_decode's GPU section on newstest2014: bf16 and fp32, variants
 #   workflow  config/multi30k.yaml run whole by Snakemake from a fresh clone of HEAD
 #   workflow_compiled  the same, trained compiled on fixed shapes with bf16 compute weights
@@ -55,11 +70,11 @@
 #             and recompile reasons (bench.probe_cudagraphs)
 #   learning_check  the learning check on the GPU: base, 25,000 tokens a step of 24-31-token
 #             sentences, lrate factor 0.15, 5 seeds, 300 steps, the reference (eager, exact
-#             shapes, bf16 autocast) against the fast path (compiled, fixed shapes, bf16 weights)
-#             and the learning rate doubled; with LEARNING_CHECK_PARTS=1 also the fast path's
-#             parts (compiled under autocast; eager on bf16 weights). About 25 s a seed on an
-#             H200; the result is written after each path, so a run stopped at GPU_DEADLINE
-#             keeps the paths it finished
+#             shapes, bf16 autocast) against the fast path (compiled, fixed shapes, bf16
+#             weights); LEARNING_CHECK_BROKEN=lr_doubled adds the learning rate doubled, and
+#             LEARNING_CHECK_PARTS=1 the fast path's parts (compiled under autocast; eager on
+#             bf16 weights). About 25 s a seed on an H200; the result is written after each
+#             seed, so a run stopped at GPU_DEADLINE keeps the seeds it finished
 #   before    the previous commit's GPU sections (training, decoding) on the same machine
 set -uo pipefail
 OUT=${OUT:-gpu_out}
@@ -82,9 +97,22 @@ chmod +x /tmp/bin/python
 export PATH=/tmp/bin:/tmp/site/bin:$PATH
 export TRANSFORMER_CORE_SHARED_DATA=$ROOT/.gpu/data
 BEGIN=$(date +%s)
+DEADLINE=${GPU_DEADLINE:-420}
+DEVICE=${GPU_RUN_DEVICE:-cuda}
+# The parts' sizes: the GPU's, or the CPU rehearsal's tiny ones (every command, file and flag
+# the same).
+if [[ $DEVICE == cpu ]]; then
+    LEARNING=(--device cpu --shape tiny --tokens 400 --lengths 2 20 --steps 20 --interval 5
+        --candidates fixed)
+    TRAIN=(--gpu-steps 2 --gpu-warmup 1 --gpu-profile-steps 0)
+else
+    LEARNING=(--device cuda --shape base --tokens 25000 --lengths 24 31 --steps 300 --interval 25
+        --candidates compiled_bf16_weights ${LEARNING_CHECK_PARTS:+compiled bf16_weights})
+    TRAIN=(--gpu-steps 30 --gpu-warmup 6 --gpu-profile-steps 2)
+fi
 # `bounded CMD...`: CMD, stopped at GPU_DEADLINE seconds from the start (status 124).
 bounded() {
-    local left=$((${GPU_DEADLINE:-3600} - ($(date +%s) - BEGIN)))
+    local left=$((DEADLINE - ($(date +%s) - BEGIN)))
     if ((left < 5)); then
         echo "skipped (deadline): $*" | tee -a "$OUT/times.txt"
         return 124
@@ -102,9 +130,13 @@ one_width() {
         --gpu-lengths 24 31 --gpu-steps "$steps" --gpu-warmup 6 --gpu-profile-steps 2 \
         --out "$OUT/train_gpu_${part}_${name}.json" 2>&1 | tee -a "$OUT/train_gpu_$part.log"
 }
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >"$OUT/gpu.txt"
-python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
+if [[ $DEVICE == cuda ]]; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >"$OUT/gpu.txt"
+    python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
 'cudnn', torch.backends.cudnn.version(), torch.cuda.get_device_name())" >>"$OUT/gpu.txt"
+else
+    python3 -c "import torch; print('torch', torch.__version__, 'CPU rehearsal')" >"$OUT/gpu.txt"
+fi
 cat "$OUT/gpu.txt"
 
 for part in "$@"; do
@@ -120,28 +152,28 @@ for part in "$@"; do
         grep -E "skipping|Unable to hit|Recompiling|triggered|: \{" "$OUT/cudagraphs.log" | head -40
         ;;
     learning_check)
-        bounded python3 -m bench.bench_learning_check --device cuda --shape base --tokens 25000 \
-            --lengths 24 31 --steps 300 --interval 25 --seeds 1 2 3 4 5 \
-            --candidates compiled_bf16_weights ${LEARNING_CHECK_PARTS:+compiled bf16_weights} \
-            --lr-scale 0.15 --broken lr_doubled --out "$OUT/learning_check_base.json" 2>&1 |
-            tee "$OUT/learning_check.log"
+        # shellcheck disable=SC2086  # LEARNING_CHECK_BROKEN: none, or names
+        bounded python3 -m bench.bench_learning_check "${LEARNING[@]}" --seeds 1 2 3 4 5 \
+            --lr-scale 0.15 --broken ${LEARNING_CHECK_BROKEN:-} \
+            --out "$OUT/learning_check_base.json" 2>&1 | tee "$OUT/learning_check.log"
         ;;
-    train)
-        python3 -m bench.bench_train --gpu-only --gpu-compile off on --gpu-steps 50 \
-            --gpu-warmup 10 --gpu-profile-steps 5 --out "$OUT/train_gpu.json" 2>&1 |
-            tee "$OUT/train_gpu.log"
-        python3 -m bench.bench_train --gpu-only --gpu-shapes base --gpu-compile off \
-            --gpu-cudnn-attention --gpu-steps 30 --gpu-warmup 10 --gpu-profile-steps 0 --gpu-peer \
-            --out "$OUT/train_gpu_cudnn.json" 2>&1 | tee "$OUT/train_gpu_cudnn.log"
+    train | train_mix)
+        lengths=(24 31) && [[ $part == train_mix ]] && lengths=(3 80)
+        compile=auto && [[ $part == train_mix ]] && compile=on
+        bounded python3 -m bench.bench_train --gpu-only --gpu-compile $compile \
+            --gpu-batch-shapes auto --gpu-compute-weights auto --gpu-max-tokens 25000 \
+            --gpu-tokens-per-step 25000 --gpu-lengths "${lengths[@]}" "${TRAIN[@]}" \
+            --gpu-peer eager compiled --gpu-deadline $((DEADLINE - ($(date +%s) - BEGIN) - 60)) \
+            --out "$OUT/${part}_gpu.json" 2>&1 | tee "$OUT/${part}_gpu.log"
         ;;
     decode)
-        python3 -m bench.bench_decode --gpu-only --gpu-precisions bf16 fp32 \
+        bounded python3 -m bench.bench_decode --gpu-only --gpu-precisions bf16 fp32 \
             --gpu-max-tokens 8192 32768 --out "$OUT/decode_gpu.json" 2>&1 | tee "$OUT/decode_gpu.log"
-        python3 -m bench.bench_decode --gpu-only --gpu-precisions bf16 --gpu-compile on \
+        bounded python3 -m bench.bench_decode --gpu-only --gpu-precisions bf16 --gpu-compile on \
             --gpu-max-tokens 8192 --out "$OUT/decode_gpu_compile.json" 2>&1 |
             tee -a "$OUT/decode_gpu.log"
         for cudnn in off on; do  # the first 600 sentences: cuDNN's attention is slow here
-            python3 -m bench.bench_decode --gpu-only --gpu-precisions bf16 --gpu-cudnn $cudnn \
+            bounded python3 -m bench.bench_decode --gpu-only --gpu-precisions bf16 --gpu-cudnn $cudnn \
                 --gpu-max-tokens 8192 --gpu-sentences 600 \
                 --out "$OUT/decode_gpu_cudnn_$cudnn.json" 2>&1 | tee -a "$OUT/decode_gpu.log"
         done
@@ -252,16 +284,16 @@ print(sum(x != y for x, y in zip(a, b)), 'of', len(a), 'lines differ, GPU eager 
         fi
         ;;
     train25k)  # one micro-batch of 25,000 tokens per step: half the launches of two
-        python3 -m bench.bench_train --gpu-only --gpu-max-tokens 25000 --gpu-compile off \
+        bounded python3 -m bench.bench_train --gpu-only --gpu-max-tokens 25000 --gpu-compile off \
             --gpu-steps 50 --gpu-warmup 10 --gpu-profile-steps 5 --out "$OUT/train_gpu_25k.json" \
             2>&1 | tee "$OUT/train_gpu_25k.log"
-        python3 -m bench.bench_train --gpu-only --gpu-max-tokens 25000 --gpu-shapes big \
-            --gpu-compile on --gpu-steps 50 --gpu-warmup 10 --gpu-profile-steps 5 --gpu-peer \
+        bounded python3 -m bench.bench_train --gpu-only --gpu-max-tokens 25000 --gpu-shapes big \
+            --gpu-compile on --gpu-steps 50 --gpu-warmup 10 --gpu-profile-steps 5 \
             --out "$OUT/train_gpu_25k_compiled.json" 2>&1 | tee -a "$OUT/train_gpu_25k.log"
         ;;
     before)
         cd .gpu/before || exit 1
-        python3 -c "
+        bounded python3 -c "
 import json, sys, tempfile, torch
 from pathlib import Path
 sys.path.insert(0, '.')

@@ -9,6 +9,7 @@ its maker's line and the widest vector unit it computes with (``epyc_avx512``, `
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -61,3 +62,15 @@ def write_result(path: str | Path, result: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {path}")
+
+
+def code_fingerprint(*bench_modules: str) -> str:
+    """The sha256 of the package's source and of ``bench_modules`` (files under bench/): what
+    a result may be reused across runs on, where nothing that made it has changed."""
+    root = RESULTS.parent.parent
+    files = sorted((root / "transformer_core").rglob("*.py"))
+    files += [root / "bench" / name for name in bench_modules]
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()

@@ -1,10 +1,10 @@
 """How many seeds the learning check needs: its criterion re-applied to every subset of k seeds
 of a finished check's runs.
 
-The check (``bench.bench_learning_check``) judges a candidate against the band of the
-reference's seeds. With few seeds that band is narrow where the seeds happen to agree, so a
-candidate that differs only by its dropout masks may leave it; with more it widens to the
-reference's real spread. Re-judging each candidate on every k-seed subset of the same runs
+The check (``bench.bench_learning_check``) judges a candidate against the reference's seeds.
+Its former rule 2, a band of the seeds' minimum to maximum, is narrow where few seeds happen to
+agree, so a candidate that differs only by its dropout masks may leave it; rule 2' floors its
+unit by the reference's noise over the whole run. Both are counted here. Re-judging each candidate on every k-seed subset of the same runs
 (the reference and the candidate on the same seeds) counts, for each k, how often a path
 passes: a path that learns as the reference does should pass at every subset of the chosen k,
 a broken one at none. No training: it reads the curves a check wrote.
@@ -29,7 +29,8 @@ from bench.hardware import write_result
 
 def subset_verdicts(reference: list[list[float]], candidate: list[list[float]], k: int) -> dict:
     """The criterion on each subset of ``k`` seeds (the same seeds of both): how many subsets
-    there are, how many pass, meet rule 1 and rule 2, and the largest excursion among them."""
+    there are, how many pass, are void (the gate), meet rule 1, rule 2' and the former rule 2,
+    and the largest |z| and band excursion among them."""
     if len(candidate) != len(reference):
         raise ValueError("the candidate and the reference must have run the same seeds")
     checks = [
@@ -38,9 +39,13 @@ def subset_verdicts(reference: list[list[float]], candidate: list[list[float]], 
     ]
     return {
         "subsets": len(checks),
-        "pass": sum(check["passes"] for check in checks),
+        "pass": sum(check["passes"] is True for check in checks),
+        "void": sum(check["passes"] is None for check in checks),
         "rule_1": sum(check["last_quarter_within"] for check in checks),
-        "rule_2": sum(check["curve_within_band"] for check in checks),
+        "rule_2_noise": sum(check["curve_within_noise"] for check in checks),
+        "rule_2_band": sum(check["curve_within_band"] for check in checks),
+        "largest_z": max(abs(c["largest_z"]["z"]) for c in checks),
+        "z_limit": checks[0]["z_limit"],
         "largest_excursion": max(c["largest_excursion"]["excess_over_width"] for c in checks),
     }
 

@@ -110,15 +110,6 @@ def use_fixed_shapes(mode: str, compiled: bool) -> bool:
     return compiled if mode == AUTO else mode == "fixed"
 
 
-def training_compilation(
-    device: torch.device, compile: str, batch_shapes: str
-) -> tuple[bool, bool]:
-    """Whether training on ``device`` compiles its model, and whether its micro-batches have
-    fixed shapes: the run folder's resume decision and the trainer both ask."""
-    compiled = use_compile(device, compile, "train")
-    return compiled, use_fixed_shapes(batch_shapes, compiled)
-
-
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 

@@ -68,9 +68,9 @@ def _ten_steps(corpus: ParallelDataset, device: torch.device, **settings) -> flo
 
 @pytest.mark.parametrize(
     "settings",
-    [
-        {},
-        {"compile": "on"},
+    [  # every path named: what auto picks on a GPU changes with the measurements
+        {"compile": "off", "compute_weights": "fp32"},
+        {"compile": "on", "compute_weights": "fp32"},
         {"compile": "on", "compute_weights": "bf16"},
     ],
     ids=["eager", "compiled-cuda-graphs", "compiled-bf16-weights"],
@@ -85,7 +85,9 @@ def test_training_steps_on_cuda_track_the_cpu(tmp_path, settings):
     # before it never moves.
     before = counters["inductor"].copy()
     assert _ten_steps(corpus, CUDA, precision="bf16", **settings) == pytest.approx(cpu, rel=2e-2)
-    if settings:  # each CUDA graph recorded counts its batch inputs; none skipped
+    if (
+        settings["compile"] == "on"
+    ):  # each CUDA graph recorded counts its batch inputs; none skipped
         after = counters["inductor"]
         assert after["cudagraph_skips"] == before["cudagraph_skips"]
         assert after[NODE_INPUTS] > before[NODE_INPUTS]

@@ -180,8 +180,10 @@ def test_auto_fixes_shapes_where_compiled_and_a_bad_value_names_the_key():
 
 
 def test_a_run_trains_in_fixed_shapes_and_resumes_only_in_them(tmp_path, capsys):
-    """A checkpoint records fixed shapes; a resume that would collate them otherwise is refused
-    naming both, or, with restart_if_changed (the workflow's mode), starts over."""
+    """A checkpoint records its path (fixed shapes here); a resume under ``auto`` keeps it, as
+    ``max_tokens: auto`` keeps its micro-batch, where auto alone would pick exact shapes on this
+    CPU; an explicit setting that collates otherwise is refused naming both, or, with
+    restart_if_changed (the workflow's mode), starts over."""
     corpus = write_corpus(tmp_path / "train")
     cfg = TrainSettings(
         steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1,
@@ -192,18 +194,21 @@ def test_a_run_trains_in_fixed_shapes_and_resumes_only_in_them(tmp_path, capsys)
     assert f"eager (--compile auto: {why}), fixed batch shapes" in capsys.readouterr().err
     ckpt = load_checkpoint(tmp_path / "run" / "checkpoints" / "step_0000001.pt")
     assert ckpt["data"]["fixed_shapes"] is True
+    assert ckpt["training_path"] == {
+        "compile": "off",
+        "batch_shapes": "fixed",
+        "compute_weights": "fp32",
+    }
     longer = {**cfg.to_dict(), "steps": 3}
-    exact = TrainSettings(**{**longer, "batch_shapes": "auto"})  # not compiled: exact
+    auto = TrainSettings(**{**longer, "batch_shapes": "auto"})  # fresh: exact on this CPU
+    summary = train(corpus, RunFolder(tmp_path / "run", resume=True), "base", auto, TRAIN_SHAPE)
+    assert summary["steps"] == 3
+    assert "resumed as recorded: batch_shapes fixed" in capsys.readouterr().err
+    last = load_checkpoint(tmp_path / "run" / "checkpoints" / "step_0000003.pt")
+    assert last["data"]["fixed_shapes"] is True and last["training_path"]["batch_shapes"] == "fixed"
+    exact = TrainSettings(**{**longer, "steps": 4, "batch_shapes": "exact"})
     with pytest.raises(UserError, match="collated to fixed shapes, this run's would be exact"):
         train(corpus, RunFolder(tmp_path / "run", resume=True), "base", exact, TRAIN_SHAPE)
-    summary = train(
-        corpus,
-        RunFolder(tmp_path / "run", resume=True),
-        "base",
-        TrainSettings(**longer),
-        TRAIN_SHAPE,
-    )
-    assert summary["steps"] == 3
     train(corpus, RunFolder(tmp_path / "run", resume=True, restart_if_changed=True), "base", exact, TRAIN_SHAPE)  # fmt: skip
     assert "starting over" in capsys.readouterr().err
     assert (tmp_path / "run" / "superseded" / "1").is_dir()

@@ -19,11 +19,16 @@ NEAR = [[curve[0] + 0.05, *curve[1:]] for curve in REFERENCE]
 BROKEN = [[v + 1.0 for v in curve] for curve in REFERENCE]
 
 
-def test_a_path_like_the_reference_fails_on_narrow_subsets_only():
+def test_a_path_like_the_reference_passes_every_subset_where_the_band_failed_narrow_ones():
     two, four = subset_verdicts(REFERENCE, NEAR, 2), subset_verdicts(REFERENCE, NEAR, 4)
-    assert two["subsets"] == 6 and two["pass"] < 6 and two["rule_1"] == 6
-    assert two["largest_excursion"] == float("inf")  # seeds 1 and 2: a band of no width
-    assert four == {"subsets": 1, "pass": 1, "rule_1": 1, "rule_2": 1, "largest_excursion": 0.0}
+    assert two["subsets"] == 6 and two["pass"] == 6 and two["rule_1"] == 6
+    assert two["rule_2_noise"] == 6 and two["void"] == 0
+    # The former rule 2: seeds 1 and 2 agree at the first interval, a band of no width.
+    assert two["rule_2_band"] < 6 and two["largest_excursion"] == float("inf")
+    assert {k: four[k] for k in ("subsets", "pass", "rule_1", "rule_2_noise", "rule_2_band")} == {
+        "subsets": 1, "pass": 1, "rule_1": 1, "rule_2_noise": 1, "rule_2_band": 1,
+    }  # fmt: skip
+    assert four["largest_z"] < four["z_limit"]
 
 
 def test_a_broken_path_fails_every_subset_and_the_reference_passes_every_one():

@@ -28,7 +28,7 @@ DEVICES = (AUTO, "cpu", "cuda")  # device.resolve_device says what each means
 PRECISIONS = (AUTO, "fp32", "bf16")  # device.autocast_dtype says what each means
 COMPILE_MODES = (AUTO, "on", "off")  # device.compile_choice says what each means
 BATCH_SHAPES = (AUTO, "fixed", "exact")  # device.use_fixed_shapes says what each means
-COMPUTE_WEIGHTS = ("fp32", "bf16")  # training.master_weights says what bf16 means
+COMPUTE_WEIGHTS = (AUTO, "fp32", "bf16")  # training.path says what auto picks, master_weights bf16
 QUANTIZE_MODES = ("off", "int8")  # translate --quantize: quantize.int8_model
 # export: the engines, and CTranslate2's CPU weight types (int8, int16: quantized matrices)
 EXPORT_FORMATS = ("ctranslate2", "transformers")

@@ -119,10 +119,11 @@ class TrainSettings(RuntimeSettings):
         choices=BATCH_SHAPES,
     )  # fmt: skip
     compute_weights: str = option(
-        "fp32", "--compute-weights", "fp32: the step computes with the fp32 weights (bf16 autocast "
+        AUTO, "--compute-weights", "fp32: the step computes with the fp32 weights (bf16 autocast "
         "casts them once a step); bf16: with a bf16 copy of them, refreshed after each optimizer "
         "step, without autocast (activations bf16 throughout; Adam updates the fp32 weights); "
-        "needs bf16 precision",
+        "needs bf16 precision; auto: bf16 where the step is compiled on a GPU under bf16, fp32 "
+        "elsewhere (a resumed run keeps what it recorded)",
         choices=COMPUTE_WEIGHTS,
     )  # fmt: skip
     tensorboard: bool = option(

@@ -23,18 +23,14 @@ from typing import Any
 import torch
 
 from transformer_core.data.dataset import ParallelDataset, training_sets
-from transformer_core.device import (
-    compile_choice,
-    cpu_threads,
-    precision_name,
-    training_compilation,
-)
+from transformer_core.device import autocast_dtype, cpu_threads, precision_name
 from transformer_core.errors import UserError
 from transformer_core.evaluation.perplexity import exp_mean_nll
 from transformer_core.model.config import ModelConfig, model_config
 from transformer_core.model.transformer import count_parameters
 from transformer_core.settings import AUTO, TrainSettings
 from transformer_core.training import distributed, micro_batch
+from transformer_core.training import path as training_path
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.divergence import DivergenceWatch, dev_diverged
 from transformer_core.training.flops import paper_method_cost, training_flops
@@ -95,8 +91,15 @@ def train(
                     f"tokens (auto would take {chosen:,} on {world_size} device(s))",
                     file=sys.stderr,
                 )
-        _, fixed_shapes = training_compilation(device, cfg.compile, cfg.batch_shapes)
-        start = folder.decide(model_cfg, cfg, spm_sha256, fixed_shapes)
+        # The path auto picks for this run, or for a resumed one the path it recorded.
+        fresh = training_path.resolve(
+            device, cfg, autocast_dtype(device, cfg.precision), cfg.steps,
+            training_path.widths_met(train_set.src_lens, train_set.tgt_lens),
+        )  # fmt: skip
+        path = training_path.kept(fresh, cfg, training_path.recorded(folder.previous.payload))
+        start = folder.decide(model_cfg, cfg, spm_sha256, path.fixed_shapes)
+        if start.kind not in ("resume", "finished"):
+            path = fresh
         if start.kind == "finished":
             print(
                 f"{folder.paths.summary}: the run already finished {start.summary['steps']} "
@@ -114,7 +117,7 @@ def train(
         if ctx.device.type == "cpu":
             keep_freed_memory()  # no page faults for the next step's same-size blocks
         try:
-            trainer = Trainer(model_cfg, cfg, ctx, train_set)
+            trainer = Trainer(model_cfg, cfg, ctx, train_set, path)
             try:
                 session = TrainingSession(
                     trainer, folder, start, experiment=experiment, dev_set=dev_set,
@@ -189,7 +192,7 @@ class TrainingSession:
         self.last_good = start.checkpoint if not self.watch.rising else None
         self.precision = run_precision(start.payload, precision_name(trainer.autocast))
         self.params = count_parameters(trainer.model)
-        compile_why = compile_choice(ctx.device, cfg.compile, "train")[1]
+        compile_why = trainer.path.why
         self.log(
             f"training {self.experiment}: {self.params:,} parameters, vocabulary "
             f"{self.model_cfg.vocab_size}, {ctx.world_size} x {device_name(ctx.device)} "

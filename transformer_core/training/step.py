@@ -40,11 +40,7 @@ from torch.nn.parallel import DistributedDataParallel
 from transformer_core.data.batching import BatchStream, Prefetcher, TokenBucketSampler
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.data.token_counts import TokenCounts
-from transformer_core.device import (
-    autocast_dtype,
-    length_multiple,
-    training_compilation,
-)
+from transformer_core.device import autocast_dtype, length_multiple
 from transformer_core.errors import UserError
 from transformer_core.evaluation.perplexity import Perplexity, dataset_batches, summed_nll
 from transformer_core.model.config import ModelConfig
@@ -54,6 +50,7 @@ from transformer_core.training import distributed, micro_batch
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.loss import LossModel
 from transformer_core.training.master_weights import MasterWeights, compute_dtype
+from transformer_core.training.path import TrainingPath, resolve, widths_met
 from transformer_core.training.random_state import rng_state, seed_everything, set_rng_state
 from transformer_core.training.schedule import learning_rate
 
@@ -112,18 +109,23 @@ class Trainer:
         cfg: TrainSettings,
         ctx: DistContext,
         train_set: ParallelDataset,
+        path: TrainingPath | None = None,
     ):
+        """``path``: compiled or not, the batch shapes and compute weights (``training.path``);
+        left out, what ``cfg`` resolves to for a run of ``cfg.steps`` steps."""
         cfg = micro_batch.resolved(cfg, model_cfg, ctx.device, ctx.world_size)  # auto: a number
         self.model_cfg, self.cfg, self.ctx = model_cfg, cfg, ctx
         seed_everything(cfg.seed)  # the same initial weights on every rank
         self.model = Transformer(model_cfg).to(ctx.device)  # fp32: what Adam updates and saves
         self.autocast = autocast_dtype(ctx.device, cfg.precision)
-        low = compute_dtype(cfg.compute_weights, self.autocast)
+        self.path = path or resolve(
+            ctx.device, cfg, self.autocast, cfg.steps,
+            widths_met(train_set.src_lens, train_set.tgt_lens),
+        )  # fmt: skip
+        low = compute_dtype(self.path.compute_weights, self.autocast)
         # compute_weights bf16: the step runs a bf16 copy, without autocast (master_weights.py).
         self.master = MasterWeights(self.model, low) if low else None
-        compiled, self.fixed_shapes = training_compilation(
-            ctx.device, cfg.compile, cfg.batch_shapes
-        )
+        compiled, self.fixed_shapes = self.path.compiled, self.path.fixed_shapes
         self.loss_model: nn.Module = LossModel(
             self.master.compute if self.master else self.model, compiled, static=self.fixed_shapes
         )
@@ -367,6 +369,7 @@ class Trainer:
                 **self.micro_batches(),
             },
             "train_config": self.cfg.to_dict(),
+            "training_path": self.path.record(),
             "token_counts": asdict(self.counts),
             "wall_seconds": wall_seconds,
             "metrics": metrics,
