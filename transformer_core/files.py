@@ -1,7 +1,10 @@
 """Atomic file output: write to a temporary file beside the target, then rename.
 
 A killed job therefore never leaves a half-written output that a later step
-(or Snakemake) would mistake for a finished one.
+(or Snakemake) would mistake for a finished one. The rename is for regular files: an output
+path that is a device, FIFO or socket (or a link to one) is written through, and a link to a
+regular file keeps being a link (``destination``), so an output path never destroys what it
+points at.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import hashlib
 import json
 import os
 import socket
+import stat
 import tempfile
 import zlib
 from collections.abc import Iterator
@@ -26,13 +30,52 @@ from transformer_core.errors import UserError
 def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iterator[IO]:
     """Open a temporary file next to ``path``; rename it over ``path`` on success.
 
-    On an exception the temporary file is removed and ``path`` is untouched.
+    On an exception the temporary file is removed and ``path`` is untouched. Only a regular
+    file is ever replaced (``destination``): a device, FIFO or socket, or a link to one
+    (``/dev/null``, ``/dev/stdout``), is written through, and a link to a regular file has its
+    file replaced and stays a link.
     """
-    target = Path(path)
+    target, through = destination(Path(path))
+    if through:
+        with _written_through(target, mode, **kwargs) as handle:
+            yield handle
+        return
     with _temporary_beside(target, mode, **kwargs) as (handle, tmp):
         yield handle
         _close_synced(handle)
         os.replace(tmp, target)
+
+
+def destination(path: Path) -> tuple[Path, bool]:
+    """Where a write to ``path`` lands, and whether it is written through rather than renamed
+    into place: a path that is (or links to) a device, FIFO or socket is written through; a
+    link to a regular file, or to no file yet, lands on the file it names (the link stays);
+    any other path is itself."""
+    try:
+        mode = path.stat().st_mode  # follows links
+    except FileNotFoundError:
+        mode = None
+    except OSError:  # a link loop, a name too long: check_output names it
+        return path, False
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return path, True
+    return (Path(os.path.realpath(path)) if path.is_symlink() else path), False
+
+
+@contextlib.contextmanager
+def _written_through(target: Path, mode: str, **kwargs: Any) -> Iterator[IO]:
+    """``target`` (a device, FIFO or socket) opened for writing as it is: no temporary, no
+    rename, no fsync (a pipe has none)."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic writes support modes 'w' and 'wb', not {mode!r}")
+    if "b" not in mode:
+        kwargs.setdefault("encoding", "utf-8")
+    try:
+        handle = open(target, mode, **kwargs)  # noqa: SIM115 - closed below
+    except OSError as err:
+        raise UserError(f"cannot write {target}: {err.strerror}") from err
+    with handle:
+        yield handle
 
 
 @contextlib.contextmanager
@@ -44,7 +87,13 @@ def atomic_open_all(paths: list[str | os.PathLike], mode: str = "w") -> Iterator
     a missing file, which every reader reports, never an old ``.src`` beside a new
     ``.tgt`` of the same line count.
     """
-    targets = [Path(path) for path in paths]
+    targets = [destination(Path(path)) for path in paths]
+    if any(through for _, through in targets):
+        raise UserError(
+            "these outputs belong together and are renamed into place: give each a regular "
+            f"file, not a device, FIFO or socket ({', '.join(map(str, paths))})"
+        )
+    targets = [target for target, _ in targets]
     with contextlib.ExitStack() as stack:
         handles, temporaries = [], []
         for target in targets:
