@@ -6,6 +6,7 @@ archives in its own folder and checks what the user sees: the error names the fi
 and the numbers, and nothing is left behind in the download cache, the extraction folder or
 the output folder."""
 
+import copy
 import hashlib
 
 import pytest
@@ -349,3 +350,45 @@ def test_the_shipped_wmt14_archives_are_pinned():
     de_train = registry.dataset("wmt14_en_de").splits["train"]
     assert [p.lines for p in de_train] == [1_920_209, 2_399_123, 201_288]
     assert sum(p.lines for p in de_train) == 4_520_620
+
+
+@pytest.mark.parametrize(
+    ("entry", "named"),
+    [
+        ({"sha265": "0" * 64}, r"files\.c\.tgz: unknown key 'sha265'"),  # skipped the check
+        ({"sha256": None}, r"files\.c\.tgz\.sha256: must be a string of 64 hex digits"),
+        ({"md5": ""}, r"files\.c\.tgz\.md5: must be a string of 32 hex digits"),
+    ],
+)
+def test_a_misspelled_or_empty_checksum_is_refused_not_skipped(entry, named):
+    raw = {"files": {"c.tgz": entry}, "datasets": {}}
+    with pytest.raises(ConfigError, match=named):
+        parse_registry(raw)
+
+
+def test_every_level_of_the_registry_refuses_an_unknown_key():
+    source = {"file": "c.tgz"}
+    dataset = {"src": "en", "tgt": "de", "splits": {
+        split: [{"name": "p", "from": [{"src": source, "tgt": source}]}]
+        for split in ("train", "dev", "test")}}  # fmt: skip
+    parse_registry({"files": {"c.tgz": {}}, "datasets": {"d": dataset}})
+    for edit, named in (
+        (lambda d: d.update(splts={}), "datasets.d: unknown key 'splts'"),
+        (lambda d: d["splits"]["train"][0].update(line=5), r"train\[0\]: unknown key 'line'"),
+        (lambda d: d["splits"]["dev"][0]["from"][0].update(sr=source), "unknown key 'sr'"),
+        (lambda d: d["splits"]["test"][0]["from"][0]["src"].update(membr="a"), "'membr'"),
+    ):
+        broken = copy.deepcopy(dataset)
+        edit(broken)
+        with pytest.raises(ConfigError, match=named):
+            parse_registry({"files": {"c.tgz": {}}, "datasets": {"d": broken}})
+
+
+def test_a_registry_file_named_shipped_is_read(tmp_path, monkeypatch):
+    raw = {"files": {}, "datasets": {"toy": {"src": "en", "tgt": "de",
+           "generate": {"seed": 1, "train": 2, "dev": 1, "test": 1}}}}  # fmt: skip
+    (tmp_path / "shipped").write_text(yaml.safe_dump(raw))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(REGISTRY_VARIABLE, "shipped")
+    registry = load_registry()
+    assert set(registry.datasets) == {"toy"} and registry.source == str(tmp_path / "shipped")

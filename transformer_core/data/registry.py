@@ -104,6 +104,7 @@ class Registry:
 # The hex digits of each checksum kind: a checksum written as digits, unquoted, reads in YAML
 # as a number, and would otherwise pass as "no checksum".
 CHECKSUM_DIGITS = {"sha256": 64, "md5": 32}
+FILE_KEYS = ("url", "size", "sha256", "md5", "mirror_dirs")  # a files entry's keys
 
 
 def _require(mapping: Any, key: str, where: str) -> Any:
@@ -135,12 +136,22 @@ def _text(value: Any, where: str) -> str:
     return value
 
 
+def _known(mapping: dict, keys: tuple[str, ...], where: str) -> dict:
+    """``mapping``, refused with a ConfigError naming its first unknown key: a misspelled key
+    (``sha265``) would otherwise be read as absent and skip what it meant to ask."""
+    unknown = [key for key in mapping if key not in keys]
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(keys)})")
+    return mapping
+
+
 def _checksum(entry: dict, kind: str, where: str) -> str | None:
-    """The optional checksum ``entry[kind]``: a string of its kind's hex digits."""
-    value = entry.get(kind)
-    digits = CHECKSUM_DIGITS[kind]
-    if value is None:
+    """The optional checksum ``entry[kind]``: a string of its kind's hex digits; the key left
+    out where nobody publishes one (an empty value is refused: it would skip the check)."""
+    if kind not in entry:
         return None
+    value = entry[kind]
+    digits = CHECKSUM_DIGITS[kind]
     text = value if isinstance(value, str) else ""
     if len(text) != digits or any(c not in "0123456789abcdefABCDEF" for c in text):
         raise ConfigError(
@@ -151,7 +162,9 @@ def _checksum(entry: dict, kind: str, where: str) -> str | None:
 
 
 def _source(raw: Any, where: str, files: dict[str, FileEntry]) -> Source:
-    name = _require(_mapping(raw, where), "file", where)
+    name = _require(
+        _known(_mapping(raw, where), ("file", "member", "format"), where), "file", where
+    )
     if not isinstance(name, str) or name not in files:
         raise ConfigError(f"{where}.file: {name!r} is not listed under files")
     fmt = raw.get("format", "text")
@@ -191,11 +204,13 @@ def _count(raw: Any, key: str, where: str, minimum: int) -> int | None:
 
 def _dataset(name: str, raw: dict, files: dict[str, FileEntry]) -> Dataset:
     where = f"datasets.{name}"
-    raw = _mapping(raw, where)
+    raw = _known(_mapping(raw, where), ("description", "src", "tgt", "splits", "generate"), where)
     generate = raw.get("generate")
     splits: dict[str, tuple[Part, ...]] = {}
     if generate is None:
-        raw_splits = _mapping(_require(raw, "splits", where), f"{where}.splits")
+        raw_splits = _known(
+            _mapping(_require(raw, "splits", where), f"{where}.splits"), SPLITS, f"{where}.splits"
+        )
         for split in SPLITS:
             parts = []
             raw_parts = _list(
@@ -203,7 +218,9 @@ def _dataset(name: str, raw: dict, files: dict[str, FileEntry]) -> Dataset:
             )
             for i, part in enumerate(raw_parts):
                 pw = f"{where}.splits.{split}[{i}]"
-                part = _mapping(part, pw)
+                part = _known(_mapping(part, pw), ("name", "lines", "from"), pw)
+                for j, alt in enumerate(_list(_require(part, "from", pw), f"{pw}.from")):
+                    _known(_mapping(alt, f"{pw}.from[{j}]"), ("src", "tgt"), f"{pw}.from[{j}]")
                 alternatives = tuple(
                     Alternative(
                         src=_source(
@@ -249,11 +266,11 @@ def _dataset(name: str, raw: dict, files: dict[str, FileEntry]) -> Dataset:
 def parse_registry(raw: dict, source: str = SHIPPED) -> Registry:
     """Validate and type a registry mapping (the content of ``datasets.yaml``): every key of
     its kind, a wrong one a ConfigError naming it."""
-    raw = _mapping(raw, "registry")
+    raw = _known(_mapping(raw, "registry"), ("files", "datasets"), "registry")
     files = {}
     for name, entry in _mapping(_require(raw, "files", "registry"), "files").items():
         where = f"files.{name}"
-        entry = _mapping(entry or {}, where)
+        entry = _known(_mapping(entry or {}, where), FILE_KEYS, where)
         url = entry.get("url")
         if url is not None and _text(url, f"{where}.url").rsplit("/", 1)[-1] != name:
             raise ConfigError(f"{where}: the url's basename must be the key (mirror layout): {url}")
@@ -274,15 +291,16 @@ def parse_registry(raw: dict, source: str = SHIPPED) -> Registry:
 
 
 def load_registry() -> Registry:
-    """The registry: the file ``$TRANSFORMER_CORE_REGISTRY`` names, else the one shipped
-    with the package (``transformer_core/data/datasets.yaml``)."""
-    return _load(os.environ.get(REGISTRY_VARIABLE) or SHIPPED)
+    """The registry: the file ``$TRANSFORMER_CORE_REGISTRY`` names (whatever its name, even
+    ``shipped``), else the one shipped with the package (``transformer_core/data/datasets.yaml``)."""
+    return _load(os.environ.get(REGISTRY_VARIABLE) or None)
 
 
 @cache
-def _load(source: str) -> Registry:
-    """The registry read from ``source`` (SHIPPED or a path), parsed once per process."""
-    if source == SHIPPED:
+def _load(source: str | None) -> Registry:
+    """The registry read from the file ``source``, or the package's own (None), parsed once
+    per process."""
+    if source is None:
         files = resources.files("transformer_core.data")
         return parse_registry(yaml.safe_load(files.joinpath(REGISTRY_PATH).read_text("utf-8")))
     try:
@@ -293,4 +311,4 @@ def _load(source: str) -> Registry:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise ConfigError(f"${REGISTRY_VARIABLE}: {source} is not valid YAML: {err}") from None
-    return parse_registry(raw, source=source)
+    return parse_registry(raw, source=str(Path(source).absolute()))  # never read as SHIPPED
