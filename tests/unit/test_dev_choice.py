@@ -230,3 +230,38 @@ def test_dev_is_a_word_of_translation_decoding_on_pairs_with_a_dev_split():
     numbers = copy.deepcopy(SMOKE_CONFIG)
     numbers["decode"]["alpha"] = 0.6
     check_dev_splits(numbers, without_dev.datasets)  # nothing is chosen: no dev needed
+
+
+def _decode_choice(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "transformer_core", "decode_choice", *map(str, args)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_decode_choice_never_writes_over_one_of_its_scores(tmp_path):
+    score = write_score(tmp_path / "dev.json", 30.0)
+    before = (tmp_path / "dev.json").read_text()
+    proc = _decode_choice("--beam", 4, "--alpha", "dev", "--point", 4, 0.6, score,
+                          "--chosen-for", "m", "--out", score)  # fmt: skip
+    assert proc.returncode == 2 and "--out" in proc.stderr and "--point 4 0.6" in proc.stderr
+    assert (tmp_path / "dev.json").read_text() == before
+
+
+def test_a_score_is_filed_only_under_the_decoding_that_made_it(tmp_path):
+    decoded_at = tmp_path / "at1.2.json"
+    write_score(decoded_at, 30.0)
+    record = json.loads(decoded_at.read_text())
+    decoded_at.write_text(json.dumps({**record, "decoding": {"beam": 4, "alpha": 1.2}}))
+    with pytest.raises(UserError, match="decoded with beam 4 and alpha 1.2, not the point's"):
+        choice_record(4, "dev", [(GridPoint(4, 0.0), str(decoded_at))], "m")
+    other = write_score(tmp_path / "other.json", 31.0)
+    with pytest.raises(UserError, match="two scores for beam 4 alpha 0"):
+        choice_record(4, "dev", [(GridPoint(4, 0.0), other), (GridPoint(4, -0.0), other)], "m")
+    assert choice_record(4, "dev", [(GridPoint(4, 1.2), str(decoded_at))], "m")["alpha"] == 1.2
+
+
+def test_minus_zero_is_zero_in_a_grid_and_in_a_file_name():
+    (point,) = grid_points(4, "dev", {"beam": [4], "alpha": [-0.0]})
+    assert point == GridPoint(4, 0.0) and point.name == "beam4-alpha0.0"
+    assert GridPoint.parse(GridPoint(4, -0.0).name) == GridPoint(4, 0.0)

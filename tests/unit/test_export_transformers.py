@@ -94,7 +94,9 @@ def test_the_model_card_states_the_score_and_the_command(tmp_path, spm_model):
     assert "sacreBLEU 27.31" in card and score["sacrebleu_signature"] in card
     assert "paper-style BLEU 28.02" in card and "--format transformers" in card
     assert json.loads((tmp_path / "hf" / "export.json").read_text())["format"] == "transformers"
-    assert "(beam 4, GNMT's length penalty with alpha 0.6)" in card  # a score without its search
+    # A score that does not record its search: the card claims none (the folder's generation
+    # configuration keeps the paper's beam 4 and alpha 0.6 as generate's defaults).
+    assert "(the score file records no beam or length penalty" in card and "alpha 0.6" not in card
     assert 'return_tensors="pt", truncation=True)' in card  # cut as the docs say, not IndexError
     modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "hf").iterdir()}
     assert len(set(modes.values())) == 1, modes  # the weights as readable as the rest
@@ -129,6 +131,24 @@ def test_what_marian_cannot_express_is_one_line(tmp_path, spm_model, capsys, ove
     assert named in err and err.count("\n") == 1 and not (tmp_path / "hf").exists()
 
 
+@pytest.mark.parametrize(
+    "decoding, named",
+    [({"beam": 0, "alpha": -1}, "beam must be an integer of at least 1"),
+     ({"beam": 4, "alpha": -1}, "alpha must be finite and >= 0"),
+     ({"beam": "x", "alpha": 0.6}, "beam must be an integer"),
+     ("beam 4", "its decoding record is not a mapping")],
+)  # fmt: skip
+def test_a_score_whose_decoding_record_is_impossible_is_refused(
+    tmp_path, spm_model, capsys, decoding, named
+):
+    checkpoint(tmp_path / "model.pt")
+    score = {"sacrebleu": 27.31, "bleu_paper_style": 28.02, "decoding": decoding}
+    (tmp_path / "score.json").write_text(json.dumps(score))
+    assert export(tmp_path, spm_model, "--score", str(tmp_path / "score.json")) == 2
+    err = capsys.readouterr().err
+    assert "--score" in err and named in err and not (tmp_path / "hf").exists()
+
+
 def test_a_score_file_that_is_not_one_is_named(tmp_path, spm_model, capsys):
     checkpoint(tmp_path / "model.pt")
     (tmp_path / "score.json").write_text('{"bleu": 1}')
@@ -153,6 +173,22 @@ def test_a_reexport_never_replaces_what_a_user_changed(tmp_path, spm_model, caps
     weights.write_bytes(weights.read_bytes()[:-1] + b"\0")  # "fine-tuned" and saved back
     assert export(tmp_path, spm_model) == 2
     assert "model.safetensors has changed since the export wrote it" in capsys.readouterr().err
+
+
+def test_a_reexport_into_an_export_without_hashes_keeps_the_users_card(tmp_path, spm_model, capsys):
+    """An export from before export.json recorded each file's sha256: whether its card was
+    edited cannot be told, so it is the user's, and a re-export refuses, naming it."""
+    checkpoint(tmp_path / "model.pt")
+    assert export(tmp_path, spm_model) == 0
+    marker = tmp_path / "hf" / "export.json"
+    record = json.loads(marker.read_text())
+    marker.write_text(json.dumps({k: v for k, v in record.items() if k != "sha256"}))
+    card = tmp_path / "hf" / CARD
+    card.write_text(card.read_text() + "\nMy notes.\n")
+    capsys.readouterr()
+    assert export(tmp_path, spm_model) == 2
+    assert "records no sha256 of" in capsys.readouterr().err
+    assert card.read_text().endswith("My notes.\n")
 
 
 @pytest.mark.parametrize(

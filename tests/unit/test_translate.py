@@ -1,5 +1,6 @@
 """translate: line order and empty lines kept, token batching, clear errors, the CLI end to end."""
 
+import json
 import subprocess
 import sys
 
@@ -210,3 +211,31 @@ def test_tree_constraint_refuses_a_vocabulary_without_trees(
                "--output", tmp_path / "out.txt", "--tree-constraint", linearization)  # fmt: skip
     assert proc.returncode != 0 and missing in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "out.txt").exists()
+
+
+def test_translate_records_its_search_and_score_carries_it(tmp_path, spm_model):
+    """The plain `translate --alpha 1.2` then `score` of the README: the score names the search
+    that made it without being told, and only for the very translations it was recorded for."""
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    make_checkpoint(tmp_path / "model.pt", sp.get_piece_size())
+    (tmp_path / "in.txt").write_text("\n".join(generated_sentences(5, seed=2)) + "\n")
+    out = tmp_path / "out.txt"
+    result = cli("--checkpoint", tmp_path / "model.pt", "--spm", spm_model, "--input",
+                 tmp_path / "in.txt", "--output", out, "--beam", 2, "--alpha", 1.2,
+                 "--max-len-b", 4, "--device", "cpu", "--num-threads", 1)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+    def score():
+        proc = subprocess.run(
+            [sys.executable, "-m", "transformer_core", "score", "--hyp", str(out), "--ref",
+             str(out), "--bootstrap-resamples", "0", "--out", str(tmp_path / "s.json")],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads((tmp_path / "s.json").read_text()).get("decoding")
+
+    decoding = score()
+    assert (decoding["beam"], decoding["alpha"]) == (2, 1.2)
+    assert decoding["from"] == {"beam": "command line", "alpha": "command line"}
+    out.write_text(out.read_text() + "edited\n")  # other translations: the record is not theirs
+    assert score() is None

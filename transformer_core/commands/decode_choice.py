@@ -50,9 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from transformer_core.commands import check_outputs
     from transformer_core.decoding.dev_choice import GridPoint, choice_record
-    from transformer_core.files import atomic_write_text
+    from transformer_core.files import atomic_write_text, check_not_inputs
 
     check_outputs({"--out": args.out})
+    check_not_inputs(
+        {"--out": args.out},
+        {f"--point {beam} {alpha}": path for beam, alpha, path in args.point},
+    )
     points = []
     for beam, alpha, path in args.point:
         try:

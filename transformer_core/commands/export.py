@@ -99,11 +99,13 @@ def run(args: argparse.Namespace) -> int:
     check_regular_file(args.spm, "--spm")
     score = None
     if args.score is not None:
-        from transformer_core.decoding.dev_choice import read_score
+        from transformer_core.decoding.dev_choice import checked_search, read_score
 
         check_input_file(args.score, "--score")
         try:
             score = read_score(args.score)  # the card's two numbers, finite
+            if score.get("decoding") is not None:  # the search the card and folder state
+                checked_search(score["decoding"], args.score)
         except UserError as err:
             raise UserError(f"--score {err}") from None
     check_not_inputs(

@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--decoding",
         metavar="JSON",
         help="the decoding settings file (`decode_choice`'s) the hypothesis was decoded with: "
-        "its beam, alpha and their origin are recorded beside the score",
+        "its beam, alpha and their origin are recorded beside the score (left out: translate's "
+        "record beside the hypothesis file, where there is one)",
     )
     parser.add_argument(
         "--bootstrap-resamples",
@@ -65,11 +66,22 @@ def run(args: argparse.Namespace) -> int:
         {"--out": args.out},
         {"--hyp": args.hyp, "--ref": args.ref, "--decoding": args.decoding},
     )
-    decoding = None
-    if args.decoding is not None:
-        from transformer_core.decoding.dev_choice import decoding_summary, read_settings
+    from transformer_core.decoding.dev_choice import (
+        decoding_summary,
+        read_settings,
+        recorded_translation,
+    )
 
-        decoding = decoding_summary(read_settings(args.decoding))
+    decoding = recorded_translation(args.hyp)  # translate's record of these translations
+    if args.decoding is not None:
+        given = decoding_summary(read_settings(args.decoding))
+        if decoding and (decoding["beam"], decoding["alpha"]) != (given["beam"], given["alpha"]):
+            raise UserError(
+                f"--decoding {args.decoding} says beam {given['beam']} and alpha "
+                f"{given['alpha']:g}, but {args.hyp} was decoded with beam {decoding['beam']} "
+                f"and alpha {decoding['alpha']:g} (its translate record)"
+            )
+        decoding = given
     hyps, refs = read_pair(args.hyp, args.ref)  # once: a pipe can be read only once
     if not hyps and not refs:
         raise UserError(f"{args.hyp} and {args.ref} are both empty: there is nothing to score")

@@ -47,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from transformer_core.decoding.dev_choice import record_translation
     from transformer_core.decoding.inference import DecodingRuntime
     from transformer_core.decoding.quantize import check_int8_device
     from transformer_core.decoding.translate import (
@@ -102,4 +103,5 @@ def run(args: argparse.Namespace) -> int:
 
         outputs = [detokenize(line, args.detokenize) for line in outputs]
     atomic_write_text(args.output, "".join(line + "\n" for line in outputs))
+    record_translation(args.output, options.beam, options.alpha, args.decode_settings)
     return 0

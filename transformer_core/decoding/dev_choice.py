@@ -41,6 +41,10 @@ class GridPoint:
     beam: int
     alpha: float
 
+    def __post_init__(self) -> None:
+        # -0.0 is 0.0: one point, one name (its files), whatever the configuration wrote.
+        object.__setattr__(self, "alpha", float(self.alpha) + 0.0)
+
     @property
     def name(self) -> str:
         """The point in file names: ``beam4-alpha0.6`` (alpha as Python writes the float, so
@@ -134,13 +138,29 @@ def choice_record(
     ``dev``), the dev score files of ``points`` where one is ``dev``, and ``chosen_for``, the
     model whose dev decodes they are (recorded where there is a sweep). Every point must match
     the configured numbers."""
-    sweep = []
+    sweep, seen = [], {}
     for point, path in points:
         if not is_dev(beam) and point.beam != beam:
             raise UserError(f"{path}: decoded with beam {point.beam}, but the beam is {beam}")
         if not is_dev(alpha) and point.alpha != alpha:
             raise UserError(f"{path}: decoded with alpha {point.alpha}, but alpha is {alpha}")
-        sweep.append(sweep_item(point, read_score(path), path))
+        if point in seen:
+            raise UserError(
+                f"two scores for beam {point.beam} alpha {point.alpha:g}: {seen[point]} and "
+                f"{path}; give each grid point once"
+            )
+        seen[point] = path
+        score = read_score(path)
+        recorded = score.get("decoding")
+        if isinstance(recorded, dict) and (
+            recorded.get("beam") != point.beam or recorded.get("alpha") != point.alpha
+        ):  # the score's own record of how its translations were decoded wins
+            raise UserError(
+                f"{path}: its translations were decoded with beam {recorded.get('beam')!r} and "
+                f"alpha {recorded.get('alpha')!r}, not the point's beam {point.beam} and alpha "
+                f"{point.alpha:g}"
+            )
+        sweep.append(sweep_item(point, score, path))
     if (is_dev(beam) or is_dev(alpha)) and not sweep:
         raise UserError("a setting is `dev`, but no grid point's dev score was given (--point)")
     if not (is_dev(beam) or is_dev(alpha)) and sweep:
@@ -174,17 +194,69 @@ def read_settings(path: str | os.PathLike) -> dict[str, Any]:
     record = _read_json(path, "decoding settings file of `decode_choice`")
     if not isinstance(record, dict) or not isinstance(record.get("from"), dict):
         raise UserError(f"{path}: not a decoding settings file of `decode_choice`")
-    beam, alpha = record.get("beam"), record.get("alpha")
-    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
-        raise UserError(f"{path}: beam must be an integer of at least 1, got {beam!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-        raise UserError(f"{path}: alpha must be a number, got {alpha!r}")
-    if not 0 <= alpha < math.inf:
-        raise UserError(f"{path}: alpha must be finite and >= 0, got {alpha}")
+    checked_search(record, str(path))
     return record
+
+
+def checked_search(record: Any, where: str) -> tuple[int, float]:
+    """The beam and alpha of a decoding record (a settings file's, or a score's ``decoding``),
+    checked with the decoding settings' own bounds; a UserError naming ``where`` otherwise."""
+    if not isinstance(record, dict):
+        raise UserError(f"{where}: its decoding record is not a mapping, got {record!r:.60}")
+    beam, alpha = record.get("beam"), record.get("alpha")
+    # DecodeSettings' bounds: beam at least 1, alpha finite and at least 0.
+    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
+        raise UserError(f"{where}: beam must be an integer of at least 1, got {beam!r:.60}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise UserError(f"{where}: alpha must be a number, got {alpha!r:.60}")
+    if not 0 <= alpha < math.inf:
+        raise UserError(f"{where}: alpha must be finite and >= 0, got {alpha}")
+    return beam, float(alpha)
 
 
 def decoding_summary(record: dict[str, Any]) -> dict[str, Any]:
     """What a score records of the settings that made it: beam, alpha, where each came from,
     and the model they were chosen for (the whole sweep stays in the settings file)."""
     return {key: record.get(key) for key in ("beam", "alpha", "from", "chosen_for")}
+
+
+# Beside a translation file, the record of how translate decoded it (``record_translation``):
+# score carries it without being told, and a card claims no search its score does not record.
+RECORD_SUFFIX = ".decoding.json"
+
+
+def record_translation(output: str | os.PathLike, beam: int, alpha: float, settings) -> None:
+    """Write, beside the translation file ``output``, how it was decoded: ``beam`` and
+    ``alpha``, from the settings file ``settings`` (its origins) or the command line, and the
+    output's sha256 (a record of another file's translations is never read as this one's).
+    Nothing where ``output`` is not a regular file (a device, a pipe)."""
+    from transformer_core.files import atomic_write_text, destination, sha256_of
+
+    target, through = destination(Path(output))
+    if through:
+        return
+    origin = {"beam": "command line", "alpha": "command line"}
+    summary = decoding_summary(read_settings(settings)) if settings else {}
+    record = {
+        "beam": int(beam),
+        "alpha": float(alpha),
+        "from": summary.get("from") or origin,
+        "chosen_for": summary.get("chosen_for"),
+        "translations_sha256": sha256_of(target),
+    }
+    atomic_write_text(f"{output}{RECORD_SUFFIX}", json.dumps(record, indent=2) + "\n")
+
+
+def recorded_translation(hyp: str | os.PathLike) -> dict[str, Any] | None:
+    """How the translation file ``hyp`` was decoded (``record_translation``'s record, as a
+    score's ``decoding``), or None where no record of these very translations lies beside it."""
+    from transformer_core.files import sha256_of
+
+    path = Path(f"{hyp}{RECORD_SUFFIX}")
+    if not path.is_file() or not Path(hyp).is_file():
+        return None
+    record = _read_json(path, "decoding record of `translate`")
+    if not isinstance(record, dict) or record.get("translations_sha256") != sha256_of(hyp):
+        return None
+    checked_search(record, str(path))
+    return decoding_summary(record)

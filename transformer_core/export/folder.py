@@ -5,7 +5,8 @@ files are the export's; and the sentencepiece vocabulary both engines take.
 A later export into the same folder replaces only an earlier export: a folder holding a file
 that no export wrote (a user's notes, the checkpoint being exported), or a file of the export
 changed since it was written (``export.json`` records each one's sha256: notes appended to the
-card, weights fine-tuned and saved back), is refused, naming the file. The earlier export is renamed aside (``.NAME.HOST-PID.XXXX.old``) until the new one is in
+card, weights fine-tuned and saved back), or one whose sha256 it does not record (an export of
+before hashes were recorded), is refused, naming the file. The earlier export is renamed aside (``.NAME.HOST-PID.XXXX.old``) until the new one is in
 place, then deleted; a folder left behind by a killed export is removed by the next one, and an
 earlier export set aside by a kill before the swap is put back first.
 """
@@ -62,6 +63,13 @@ def check_export_dir(out: Path) -> None:
         raise UserError(
             f"--out {out} holds {foreign[0]}, which no export wrote; move it away or give "
             "a new folder (an export replaces only an earlier export)"
+        )
+    unverified = sorted((found & listed) - set(written))
+    if unverified:  # no hash recorded: the user's until shown otherwise
+        raise UserError(
+            f"--out {out}: its {MARKER} records no sha256 of {unverified[0]} (an export from "
+            "before exports recorded them), so a change made to it since cannot be told; move "
+            "the folder away or give a new one"
         )
     changed = sorted(
         name for name in found & set(written) if sha256_of(out / name) != written[name]

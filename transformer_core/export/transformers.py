@@ -21,7 +21,8 @@ What differs, and how each is handled:
   (tests/workflow/test_export_of_the_quickstart_model.py).
 - **Search.** ``generate``'s ``length_penalty`` divides by |Y|^alpha, CTranslate2's way, not by
   GNMT's ((5 + |Y|) / 6)^alpha; the folder's generation configuration has the beam and alpha
-  that made the card's score (its ``decoding`` record; else the paper's beam 4 and alpha 0.6)
+  that made the card's score (its ``decoding`` record; else the paper's beam 4 and alpha 0.6,
+  and the card says the score records no search)
   and suppresses ``<pad>`` and ``<s>``, which ``translate`` never generates.
 
 Models that MarianMT cannot express are refused with one line naming the setting: learned
@@ -214,11 +215,13 @@ def marian_model(model: Transformer, sp, alpha: float = 0.6, beam: int = 4):
     return hf.eval()
 
 
-def score_search(score: dict[str, Any] | None) -> tuple[int, float]:
+def score_search(score: dict[str, Any] | None) -> tuple[int, float] | None:
     """The beam and alpha a score's translations were decoded with (its ``decoding`` record),
-    else the paper's 4 and 0.6 (a score made before scores recorded them)."""
-    decoding = (score or {}).get("decoding") or {}
-    return int(decoding.get("beam", 4)), float(decoding.get("alpha", 0.6))
+    or None where the score does not record them."""
+    decoding = (score or {}).get("decoding")
+    if not isinstance(decoding, dict) or "beam" not in decoding or "alpha" not in decoding:
+        return None
+    return int(decoding["beam"]), float(decoding["alpha"])
 
 
 def search_origins(score: dict[str, Any]) -> set[str]:
@@ -261,17 +264,22 @@ def model_card(model: Transformer, facts: dict[str, Any]) -> str:
         ]
     if facts.get("score"):
         score = facts["score"]
-        beam, alpha = score_search(score)
+        search = score_search(score)
+        how = (
+            f"(beam {search[0]}, GNMT's length penalty with alpha {search[1]:g}"
+            + (", chosen on the dev set" if "dev" in search_origins(score) else "")
+            + ")"
+            if search
+            else "(the score file records no beam or length penalty: the search that made it "
+            "is unknown)"
+        )
         lines += [
             "",
             "## Score",
             "",
             f"On `{score.get('ref', 'the test set')}`: sacreBLEU {score['sacrebleu']:.2f} "
             f"(`{score.get('sacrebleu_signature', '')}`), paper-style BLEU "
-            f"{score['bleu_paper_style']:.2f}, decoded by the project's beam search "
-            f"(beam {beam}, GNMT's length penalty with alpha {alpha:g}"
-            + (", chosen on the dev set" if "dev" in search_origins(score) else "")
-            + ").",
+            f"{score['bleu_paper_style']:.2f}, decoded by the project's beam search {how}.",
         ]
     lines += [
         "",
@@ -309,7 +317,9 @@ def export_transformers(
     into the card and ``export.json``. ``out`` is either the whole export or absent."""
     transformers = require_transformers()
     facts = facts or {}
-    beam, alpha = score_search(facts.get("score"))
+    # The search that made the card's score; else the paper's beam 4 and alpha 0.6, which the
+    # card does not claim for the score.
+    beam, alpha = score_search(facts.get("score")) or (4, 0.6)
     hf = marian_model(model, sp, alpha, beam)
     pieces, specials = sentencepiece_vocabulary(sp)
 

@@ -173,8 +173,8 @@ def decode_origin(decoding: dict[str, Any]) -> str:
     set and for which model (``decoding.dev_choice``)."""
     origins = decoding.get("from") or {}
     chosen = [key for key in ("beam", "alpha") if origins.get(key) == "dev"]
-    if not chosen:
-        return "config"
+    if not chosen:  # translate's own record of a decode given on its command line says so
+        return "command line" if "command line" in origins.values() else "config"
     text = f"{' and '.join(chosen)} chosen on dev"
     return f"{text} for {decoding['chosen_for']}" if decoding.get("chosen_for") else text
 
