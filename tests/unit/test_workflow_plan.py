@@ -286,10 +286,10 @@ def test_a_setting_of_dev_is_chosen_from_the_grid_on_each_models_dev_decodes():
     assert list(inputs.values()) == [
         f"results/scores/en_de/base-seed2.dev.avg.beam4-alpha{float(a)!r}.json" for a in alphas
     ]
-    args = plan.decode_choice_args("en_de", "base-seed2", "avg", inputs)
-    assert args[:4] == ["--beam", 4, "--alpha", "dev"]
-    assert args[4:8] == ["--point", 4, float(alphas[0]), next(iter(inputs.values()))]
-    assert args[-2:] == ["--chosen-for", "en_de/base-seed2 averaged"]
+    setting = plan.decode_choice_setting("en_de", "base-seed2", "avg")
+    assert setting == ["--beam", 4, "--alpha", "dev", "--chosen-for", "en_de/base-seed2 averaged"]
+    points = plan.decode_choice_points("en_de", inputs)
+    assert points[:4] == ["--point", 4, float(alphas[0]), next(iter(inputs.values()))]
     # A grid point's decode names its own beam and alpha; every other reads a settings file.
     point = ".beam4-alpha1.2"
     assert plan.decode_args("en_de", point)[:4] == ["--beam", 4, "--alpha", 1.2]
@@ -303,7 +303,8 @@ def test_a_setting_of_dev_is_chosen_from_the_grid_on_each_models_dev_decodes():
     assert (
         plan.grid_points("en_de") == [] and plan.decode_choice_inputs("en_de", "C4", "last") == {}
     )
-    assert plan.decode_choice_args("en_de", "C4", "last", {})[:4] == ["--beam", 4, "--alpha", 0.6]
+    assert plan.decode_choice_setting("en_de", "C4", "last")[:4] == ["--beam", 4, "--alpha", 0.6]
+    assert plan.decode_choice_points("en_de", {}) == []
     config["decode"].update(beam="dev", alpha="dev")
     config["decode"]["grid"] = {"beam": [1, 4], "alpha": [0.6, 1.0]}
     assert [(p.beam, p.alpha) for p in plan.grid_points("en_de")] == [

@@ -240,18 +240,22 @@ class RunPlan:
             for point in self.grid_points(pair)
         }
 
-    def decode_choice_args(self, pair: str, run: str, ckpt: str, inputs: Any) -> list[Any]:
-        """`decode_choice`'s options: the configured beam and alpha (numbers or ``dev``), each
-        grid point with its dev score (``inputs``: the rule's, by point name), and the model."""
+    def decode_choice_setting(self, pair: str, run: str, ckpt: str) -> list[Any]:
+        """`decode_choice`'s configured beam and alpha (numbers or ``dev``) and the model it
+        chooses for: the configuration's part of its options (Snakemake records it, so a
+        changed setting remakes the choice)."""
         settings = self.decode_settings(pair)
-        points = [
+        label = f"{pair}/{run} {'averaged' if ckpt == 'avg' else 'last'}"
+        return ["--beam", settings["beam"], "--alpha", settings["alpha"], "--chosen-for", label]
+
+    def decode_choice_points(self, pair: str, inputs: Any) -> list[Any]:
+        """`decode_choice`'s grid points, each with its dev score (``inputs``: the rule's, by
+        point name)."""
+        return [
             arg
             for point in self.grid_points(pair)
             for arg in ("--point", point.beam, point.alpha, inputs[point.name])
         ]
-        label = f"{pair}/{run} {'averaged' if ckpt == 'avg' else 'last'}"
-        return ["--beam", settings["beam"], "--alpha", settings["alpha"], *points,
-                "--chosen-for", label]  # fmt: skip
 
 
 def point_suffix(point: GridPoint) -> str:

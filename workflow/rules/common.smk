@@ -124,13 +124,11 @@ def settings_flag(flag, input):
     return [flag, input.settings] if input.settings else []
 
 
-def decode_args(wildcards, input):
-    """A translate or bleu_curve job's search and runtime options: its settings file's, or
-    the beam and alpha of its grid point (workflow_plan.runs.RunPlan.decode_args)."""
-    point = getattr(wildcards, "point", "")
-    return settings_flag("--decode-settings", input) + PLAN.decode_args(
-        wildcards.pair, point
-    )
+def decode_args(wildcards):
+    """A translate or bleu_curve job's search and runtime options, the beam and alpha of its
+    grid point (workflow_plan.runs.RunPlan.decode_args): a function of the wildcards alone,
+    which Snakemake records, so that a changed decode setting reruns the job."""
+    return PLAN.decode_args(wildcards.pair, getattr(wildcards, "point", ""))
 
 
 def configured_threads(rule_name):

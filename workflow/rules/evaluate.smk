@@ -25,10 +25,11 @@ rule translate:
         runtime=30,
     params:
         decode=decode_args,
+        settings=lambda w, input: settings_flag("--decode-settings", input),
         detokenize=lambda w: DATA.detokenize_args(w.pair),
     shell:
         "transformer-core translate --checkpoint {input.checkpoint:q} --spm {input.spm:q}"
-        " --input {input.source:q} --output {output:q} {params.decode:q}"
+        " --input {input.source:q} --output {output:q} {params.settings:q} {params.decode:q}"
         " {params.detokenize:q} --num-threads {threads:q} > {log:q} 2>&1"
 
 
@@ -63,9 +64,11 @@ rule decode_choice:
     conda:
         ENV
     params:
-        args=lambda w, input: PLAN.decode_choice_args(w.pair, w.exp, w.ckpt, input),
+        setting=lambda w: PLAN.decode_choice_setting(w.pair, w.exp, w.ckpt),
+        points=lambda w, input: PLAN.decode_choice_points(w.pair, input),
     shell:
-        "transformer-core decode_choice {params.args:q} --out {output:q} > {log:q} 2>&1"
+        "transformer-core decode_choice {params.setting:q} {params.points:q} --out {output:q}"
+        " > {log:q} 2>&1"
 
 
 rule bleu_curve:
@@ -91,5 +94,6 @@ rule bleu_curve:
     shell:
         "transformer-core bleu_curve --run-dir {params.run_dir:q} --spm {input.spm:q}"
         " --input {input.source:q} --ref {input.ref:q} --lang {params.lang:q}"
-        " --checkpoints {params.checkpoints:q} {params.decode:q} {params.detokenize:q}"
+        " --checkpoints {params.checkpoints:q} --decode-settings {input.settings:q}"
+        " {params.decode:q} {params.detokenize:q}"
         " --num-threads {threads:q} --out {output:q} > {log:q} 2>&1"
