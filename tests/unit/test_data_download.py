@@ -406,6 +406,9 @@ def test_shipped_registry():
         ({"two_clause_percent": 101}, r"\.two_clause_percent: must be an integer from 0 to 100"),
         ({"two_clause_percent": 0.5}, r"\.two_clause_percent"),
         ({"nouns": 3}, r": unknown keys \['nouns'\]"),
+        ({"dev": 0}, r"\.dev: must be an integer of at least 1, got 0"),  # an empty dev split
+        ({"dev": -5}, r"\.dev: must be an integer of at least 1, got -5"),
+        ({"seed": -1}, r"\.seed: must be an integer of at least 0"),
     ],
 )
 def test_registry_rejects_bad_generator_parameters(generate, message):

@@ -9,7 +9,7 @@ import yaml
 from conftest import ROOT
 from jsonschema import Draft202012Validator
 
-from transformer_core.cli import build_parser
+from transformer_core.cli import build_parser, main
 from transformer_core.commands.train import train_config
 from transformer_core.errors import ConfigError
 from transformer_core.model.config import experiment
@@ -188,3 +188,11 @@ def test_a_settings_field_declares_what_the_schema_says_of_it():
     fields = {f.name: f for f in dataclasses.fields(TrainSettings)}
     seed = SCHEMA["properties"]["train"]["properties"]["seed"]
     assert (seed["minimum"], seed["maximum"]) == (0, fields["seed"].metadata["maximum"])
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf")])
+def test_an_infinite_setting_is_refused_as_the_configuration_refuses_it(value, capsys):
+    with pytest.raises(ConfigError, match="train.lr_scale must be a finite number"):
+        TrainSettings(lr_scale=value)
+    assert main(["train", "--train", "x", "--out-dir", "y", f"--lr-scale={value}"]) == 2
+    assert "train.lr_scale must be a finite number" in capsys.readouterr().err

@@ -252,3 +252,20 @@ def test_run_options_read_back_as_the_same_configuration():
         "seeds": ["1", "2"],
     }
     assert run_options([], {}) == ""
+
+
+def test_a_key_written_twice_is_refused_naming_both_lines(tmp_path):
+    text = (ROOT / "config" / "smoke.yaml").read_text()
+    twice = text.replace("train:\n", "train:\n  warmup: 7\n", 1)  # smoke.yaml gives warmup too
+    (tmp_path / "twice.yaml").write_text(twice)
+    proc = snakemake(tmp_path / "work", "-n", configfiles=(tmp_path / "twice.yaml",))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "key 'warmup' is given twice, on lines" in out, out[-2000:]
+    assert not (tmp_path / "work" / "data").exists()
+
+
+def test_a_number_yaml_reads_as_a_string_is_named_with_its_fix():
+    config = copy.deepcopy(PAPER)
+    config["train"]["lr_scale"] = "1e9"
+    with pytest.raises(ConfigError, match=r"train.lr_scale: '1e9' is a string .* write 1.0e9"):
+        check_values(config)

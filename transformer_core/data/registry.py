@@ -242,8 +242,12 @@ def _dataset(name: str, raw: dict, files: dict[str, FileEntry]) -> Dataset:
     else:
         generate = _mapping(generate, f"{where}.generate")
         for key in ("seed", *SPLITS):
-            if not isinstance(_require(generate, key, f"{where}.generate"), int):
-                raise ConfigError(f"{where}.generate.{key}: must be an integer")
+            value = _require(generate, key, f"{where}.generate")
+            low = 0 if key == "seed" else 1  # an empty split fails only later, in training
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(
+                    f"{where}.generate.{key}: must be an integer of at least {low}, got {value!r}"
+                )
         for key, low in (("lexicon_percent", 1), ("two_clause_percent", 0)):
             value = generate.get(key, 100)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 100:

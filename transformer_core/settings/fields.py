@@ -153,6 +153,8 @@ def bounds_broken(f: dataclasses.Field, value: Any) -> str | None:
             return "must be an integer"
     elif isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         return "must be a number"
+    elif math.isinf(value):  # no bound of a setting is infinite: the configuration refuses it too
+        return "must be a finite number"
     if "minimum" in meta and value < meta["minimum"]:
         return f"must be at least {meta['minimum']}"
     if "above" in meta and not value > meta["above"]:

@@ -19,6 +19,7 @@ from transformer_core.workflow_plan.config_checks import (
     check_cores,
     check_decoding,
     check_dev_splits,
+    check_unique_keys,
     check_values,
     defaulted_keys,
     job_threads,
@@ -42,6 +43,7 @@ from transformer_core.workflow_plan.tables import (
     option_inputs,
 )
 
+check_unique_keys(workflow.configfiles)  # a key written twice: YAML keeps the last silently
 check_values(config)  # before anything walks it: a YAML alias bomb stops here
 check_decoding(config)  # one line for a bad grid, before the schema's longer messages
 DEFAULTED = defaulted_keys(config)  # before validate() fills them in
