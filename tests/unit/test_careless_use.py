@@ -24,7 +24,8 @@ from test_hostile_runs import copy_run, train_args, translate_args
 
 from transformer_core.errors import ConfigError
 from transformer_core.training.metrics_log import MetricsLog
-from transformer_core.workflow_plan.config_checks import check_cores, check_table4, check_values
+from transformer_core.workflow_plan.config_checks import check_cores, check_table4
+from transformer_core.workflow_plan.config_yaml import check_values
 from transformer_core.workflow_plan.runs import RunPlan
 
 world = test_hostile_inputs.world  # the fixture: two tiny pairs, their data and 4-step runs

@@ -10,12 +10,12 @@ from conftest import ROOT, snakemake, snakemake_on
 from transformer_core.errors import ConfigError
 from transformer_core.workflow_plan.config_checks import (
     check,
-    check_values,
     experiments,
     job_threads,
     rank_threads,
     run_options,
 )
+from transformer_core.workflow_plan.config_yaml import check_values
 
 PAPER = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 

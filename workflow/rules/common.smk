@@ -19,14 +19,13 @@ from transformer_core.workflow_plan.config_checks import (
     check_cores,
     check_decoding,
     check_dev_splits,
-    check_unique_keys,
-    check_values,
     defaulted_keys,
     job_threads,
     lookup,
     rank_threads,
     run_options,
 )
+from transformer_core.workflow_plan.config_yaml import check_unique_keys, check_values
 from transformer_core.workflow_plan import DataPlan, RunPlan, TablePlan
 from transformer_core.workflow_plan.data import (
     BINARIZED_SUFFIXES,
@@ -43,7 +42,9 @@ from transformer_core.workflow_plan.tables import (
     option_inputs,
 )
 
-check_unique_keys(workflow.configfiles)  # a key written twice: YAML keeps the last silently
+check_unique_keys(
+    workflow.configfiles
+)  # a key written twice: YAML keeps the last silently
 check_values(config)  # before anything walks it: a YAML alias bomb stops here
 check_decoding(config)  # one line for a bad grid, before the schema's longer messages
 DEFAULTED = defaulted_keys(config)  # before validate() fills them in
