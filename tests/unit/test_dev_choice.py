@@ -219,7 +219,10 @@ def test_dev_is_a_word_of_translation_decoding_on_pairs_with_a_dev_split():
     registry = load_registry()
     check_dev_splits(SMOKE_CONFIG, registry.datasets)  # the smoke corpus has a dev section
     raw = yaml.safe_load((ROOT / "transformer_core" / "data" / "datasets.yaml").read_text())
-    raw["datasets"]["smoke_en_de"]["generate"]["dev"] = 0
+    # A downloaded dataset that lists no dev part (a generated one must have a dev section).
+    no_dev = copy.deepcopy(raw["datasets"]["multi30k_en_de"])
+    no_dev["splits"]["dev"] = []
+    raw["datasets"]["smoke_en_de"] = no_dev
     without_dev = parse_registry(raw)
     with pytest.raises(
         ConfigError,

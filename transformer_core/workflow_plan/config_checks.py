@@ -144,10 +144,9 @@ def check_dev_splits(config: dict[str, Any], datasets: dict[str, Any]) -> None:
 
 def has_dev_split(dataset: Any) -> bool:
     """Whether a registry dataset (``data.registry.Dataset``) has dev sentences: parts to
-    download, or a generated dev section."""
-    if dataset.generate is not None:
-        return dataset.generate.get("dev", 0) > 0
-    return bool(dataset.splits.get("dev"))
+    download (a downloaded dataset may list none), or a generated dev section (the registry
+    requires at least one pair of it)."""
+    return dataset.generate is not None or bool(dataset.splits.get("dev"))
 
 
 def defaulted_keys(config: dict[str, Any]) -> list[str]:
