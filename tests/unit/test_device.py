@@ -54,7 +54,8 @@ def test_auto_is_bf16_only_on_cpus_with_native_bf16(monkeypatch, native):
      ("flags : avx2 avx512f avx512_vnni", False)],
 )  # fmt: skip
 def test_cpuinfo_flags_decide_where_torch_cannot_say(monkeypatch, tmp_path, cpuinfo, native):
-    monkeypatch.setattr(device, "_torch_cpu_bf16", lambda: None)  # a torch without the check
+    monkeypatch.setattr(device, "_torch_cpu_bf16", lambda: None)  # a torch without the checks
+    monkeypatch.setattr(device, "_onednn_bf16", lambda: None)
     fake = tmp_path / "cpuinfo"
     fake.write_text(cpuinfo)
     monkeypatch.setattr(device, "Path", lambda _: fake)
