@@ -49,7 +49,7 @@ import torch
 
 from bench.bench_shapes import LEARNING_VOCABULARY, nll_curve, reversal_corpus
 from bench.bench_train import SHAPES
-from bench.hardware import code_fingerprint, result_path, write_result
+from bench.hardware import code_fingerprint, description, result_path, write_result
 from transformer_core.device import autocast_dtype, choose_attention_backends, cpu_has_native_bf16
 from transformer_core.errors import UserError
 from transformer_core.model.config import model_config
@@ -208,7 +208,7 @@ def train_curve(
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--steps", type=int, default=1000, help="steps a run (default: 1000)")
     parser.add_argument("--interval", type=int, default=50, help="log interval (default: 50)")
     parser.add_argument(

@@ -21,7 +21,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from bench.hardware import result_path, write_result
+from bench.hardware import description, result_path, write_result
 
 
 def _continued_fraction(a: float, b: float, x: float) -> float:
@@ -140,7 +140,7 @@ def runs_of(folder: Path, pair: str) -> list[dict]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--path", nargs=2, action="append", required=True,
                         metavar=("LABEL", "FOLDER"), help="a path's workflow folder; twice")  # fmt: skip
     parser.add_argument("--pair", default="en_de")

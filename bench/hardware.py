@@ -74,3 +74,10 @@ def code_fingerprint(*bench_modules: str) -> str:
     for path in files:
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def description(doc: str) -> str:
+    """A bench's ``--help`` description: the first sentence of its module docstring, whole (its
+    first line alone may stop mid-sentence)."""
+    text = " ".join(doc.split("\n\n")[0].split())
+    return re.split(r"(?<=[.?])\s", text, maxsplit=1)[0]

@@ -99,6 +99,13 @@ def test_the_criterion_needs_a_spread_and_aligned_curves():
     ("argv", "named"),
     [
         (["--lr-scale", "-1"], "train.lr_scale"),
+        (["--steps", "0"], "need 1 <= interval <= steps"),
+        (["--interval", "0"], "need 1 <= interval <= steps"),
+        (["--dropout", "1.5"], "--dropout must be in [0, 1)"),
+        (["--seeds", "1"], "give at least 2 distinct seeds"),
+        (["--seeds", "1", "1"], "give at least 2 distinct seeds"),
+        (["--seeds", "-1", "2"], "none negative"),
+        (["--lengths", "10", "5"], "need 1 <= LOW <= HIGH"),
         pytest.param(
             ["--precision", "bf16"],
             "--precision bf16 needs native bfloat16",
@@ -132,3 +139,12 @@ def test_a_reference_is_reused_only_where_settings_seeds_and_code_agree(tmp_path
     (tmp_path / "cut.json").write_text("{")
     with pytest.raises(UserError, match="not a learning check"):
         reused_reference(tmp_path / "cut.json", settings, [1, 2])
+
+
+def test_the_help_says_what_the_bench_asks_in_a_whole_sentence():
+    from bench import compare_seeds
+    from bench.bench_learning_check import __doc__ as doc
+    from bench.hardware import description
+
+    assert description(doc).endswith("judged against the reference's own noise over seeds?")
+    assert description(compare_seeds.__doc__).endswith("within the seeds' noise?")

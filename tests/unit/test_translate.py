@@ -239,3 +239,17 @@ def test_translate_records_its_search_and_score_carries_it(tmp_path, spm_model):
     assert decoding["from"] == {"beam": "command line", "alpha": "command line"}
     out.write_text(out.read_text() + "edited\n")  # other translations: the record is not theirs
     assert score() is None
+
+
+def test_a_beam_beyond_the_vocabulary_or_an_alpha_beyond_10_is_one_line(tmp_path, spm_model):
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    make_checkpoint(tmp_path / "model.pt", sp.get_piece_size())
+    (tmp_path / "in.txt").write_text("a b c\n")
+    for flag, value, named in (("--beam", 100000, "more than the model's vocabulary"),
+                               ("--alpha", 60, "--alpha must be at most 10"),
+                               ("--alpha", "1e9", "--alpha must be at most 10")):  # fmt: skip
+        result = cli("--checkpoint", tmp_path / "model.pt", "--spm", spm_model, "--input",
+                     tmp_path / "in.txt", "--output", tmp_path / "out.txt", flag, value,
+                     "--device", "cpu", "--num-threads", 1)  # fmt: skip
+        assert result.returncode == 2 and named in result.stderr, result.stderr[-500:]
+        assert result.stderr.count("\n") <= 3 and not (tmp_path / "out.txt").exists()

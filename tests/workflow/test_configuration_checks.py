@@ -139,6 +139,10 @@ def test_sharded_data_commands(tmp_path):
         ({"alpha": "dev", "grid": {"alpha": [0.6, -0.3]}}, "decode.grid.alpha[1]: must be a"),
         ({"alpha": "dev", "grid": {"alpha": [0.6, float("nan")]}}, "decode.grid.alpha[1]: nan"),
         ({"beam": "dev", "grid": {"beam": [4, 0]}}, "decode.grid.beam[1]: must be an integer"),
+        (
+            {"alpha": "dev", "grid": {"alpha": [0.6, 100]}},
+            "decode.grid.alpha[1]: must be at most 10",
+        ),
         ({"alpha": "best"}, "decode.alpha: 'best' is neither a number nor dev"),
     ],
 )
@@ -269,3 +273,13 @@ def test_a_number_yaml_reads_as_a_string_is_named_with_its_fix():
     config["train"]["lr_scale"] = "1e9"
     with pytest.raises(ConfigError, match=r"train.lr_scale: '1e9' is a string .* write 1.0e9"):
         check_values(config)
+
+
+@pytest.mark.parametrize(
+    "decode", [{"beam": 100000}, {"beam": "dev", "grid": {"beam": [4, 40000]}}]
+)
+def test_a_beam_larger_than_the_vocabulary_is_refused_before_any_job(decode):
+    config = copy.deepcopy(PAPER)  # vocabularies of 37000 and 32000
+    config["decode"].update(decode)
+    with pytest.raises(ConfigError, match=r"decode.beam: [0-9]+ is more than pairs\.en_\w+"):
+        check(config)

@@ -198,6 +198,11 @@ def translate_lines(
     ``options.tree_constraint`` (a linearization) makes the search write only well-formed
     trees of it in ``sp``'s pieces (``parsing.constraint``).
     """
+    if options.beam > model.cfg.vocab_size:  # more hypotheses than can differ at a step
+        raise UserError(
+            f"--beam {options.beam} is more than the model's vocabulary of "
+            f"{model.cfg.vocab_size} pieces: give a beam of at most {model.cfg.vocab_size}"
+        )
     constraint = None
     if options.tree_constraint:
         constraint = TreeConstraint.from_sentencepiece(sp, options.tree_constraint)

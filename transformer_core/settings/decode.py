@@ -23,7 +23,11 @@ class DecodeSettings:
     benchmarks use it to force equal output lengths)."""
 
     beam: int = option(4, "--beam", "beam size; 1 is greedy", minimum=1)
-    alpha: float = option(0.6, "--alpha", "length penalty ((5+|Y|)/6)^alpha", minimum=0)
+    # At most 10: the penalty of a long output then stays finite in fp32 ((5 + 1024) / 6)^10 is
+    # 2e22); beyond, it overflows (alpha 60 did); the paper's is 0.6, Table 4's 0.3.
+    alpha: float = option(
+        0.6, "--alpha", "length penalty ((5+|Y|)/6)^alpha, 0 to 10", minimum=0, maximum=10
+    )
     max_len_a: float = option(
         1.0, "--max-len-a", "maximum output length = a * source length + b: a", minimum=0
     )

@@ -13,6 +13,7 @@ pair-like name (``PARSING_PAIRS``), so ``data/parse_treebank/...`` and
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shlex
 import zipfile
@@ -25,6 +26,7 @@ from transformer_core.errors import ConfigError, UserError
 from transformer_core.model.config import TABLE3_ROWS, ModelConfig
 from transformer_core.parsing.corpora import nltk_files, wsj_section_files
 from transformer_core.settings import AUTO, DEV, DecodeSettings
+from transformer_core.settings.fields import bounds_broken
 from transformer_core.workflow_plan.scaling import scaled_model_overrides, scaled_steps
 
 MIRROR_SCHEMES = ("http", "https", "ftp", "file")
@@ -85,11 +87,14 @@ def _grid_values(grid: Any, name: str, integer: bool) -> None:
     where, values = f"decode.grid.{name}", grid.get(name)
     if not isinstance(values, list) or not values:
         raise ConfigError(f"{where}: give a non-empty list of values to try, got {values!r}")
+    field = {f.name: f for f in dataclasses.fields(DecodeSettings)}[name]
     for i, value in enumerate(values):
         number = not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
         if not number or not math.isfinite(value) or value < (1 if integer else 0):
             kind = "an integer of at least 1" if integer else "a finite number >= 0"
             raise ConfigError(f"{where}[{i}]: must be {kind}, got {value!r}")
+        if broken := bounds_broken(field, value):  # the search's own bounds (alpha at most 10)
+            raise ConfigError(f"{where}[{i}]: {broken}, got {value!r}")
     if len({float(v) for v in values}) < len(values):
         raise ConfigError(f"{where}: {values} holds a value twice")
 
@@ -140,6 +145,20 @@ def check_dev_splits(config: dict[str, Any], datasets: dict[str, Any]) -> None:
                 f"{key}: {DEV} chooses on each pair's dev split, and pairs.{name} "
                 f"(dataset {pair['dataset']}) has none; give {key} a number"
             )
+
+
+def check_beams(config: dict[str, Any]) -> None:
+    """decode.beam and its grid's beams within every pair's vocabulary: a beam of more
+    hypotheses than pieces cannot decode (beam 100000 grew to 18 GB before failing)."""
+    decode = config["decode"]
+    beams = [decode["beam"]] if decode["beam"] != DEV else decode.get("grid", {}).get("beam", [])
+    for name, pair in config["pairs"].items():
+        for beam in beams:
+            if isinstance(beam, int) and beam > pair["vocab_size"]:
+                raise ConfigError(
+                    f"decode.beam: {beam} is more than pairs.{name}.vocab_size "
+                    f"({pair['vocab_size']}): a beam holds at most as many hypotheses as pieces"
+                )
 
 
 def has_dev_split(dataset: Any) -> bool:
@@ -300,6 +319,7 @@ def check(config: dict[str, Any], known_datasets: tuple[str, ...] | None = None)
         raise ConfigError(f"mirror: {mirror!r} {what} (give a directory or a URL prefix)")
     ModelConfig.from_dict(config.get("model", {}))  # an unknown key or a bad value names model.KEY
     check_model_shape(config)
+    check_beams(config)
     train = config["train"]
     if train.get("compute_weights") == "bf16" and train.get("precision") == "fp32":
         raise ConfigError(

@@ -67,7 +67,7 @@ GRID = {
             "description": "Beam sizes tried where decode.beam is dev.",
         },
         "alpha": {
-            "type": "array", "items": {"type": "number", "minimum": 0}, "minItems": 1,
+            "type": "array", "items": {"type": "number", "minimum": 0, "maximum": 10}, "minItems": 1,
             "uniqueItems": True, "default": [0.0, 0.3, 0.6, 1.0, 1.5, 2.0],
             "description": "Length penalties tried where decode.alpha is dev.",
         },
