@@ -283,3 +283,16 @@ def test_a_beam_larger_than_the_vocabulary_is_refused_before_any_job(decode):
     config["decode"].update(decode)
     with pytest.raises(ConfigError, match=r"decode.beam: [0-9]+ is more than pairs\.en_\w+"):
         check(config)
+
+
+def test_a_nested_config_value_on_the_command_line_keeps_its_type(tmp_path):
+    """Snakemake reads --config 'decode={alpha: 0.6}' with YAML's BaseLoader (all strings); the
+    workflow types it as Snakemake types a top-level value."""
+    proc = snakemake(
+        tmp_path / "work", "-n", "-p", "results/translations/en_de/base.test.avg.txt",
+        "--config", "decode={alpha: 0.6, beam: 5}", "train={warmup: 100, tensorboard: false}",
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-2000:]
+    assert "decode_choice --beam 5 --alpha 0.6" in out
+    assert "--warmup 100" in out and "--no-tensorboard" in out

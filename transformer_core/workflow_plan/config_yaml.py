@@ -4,7 +4,9 @@ about what YAML made of the files (``workflow/rules/common.smk`` calls them firs
 - ``check_unique_keys``: a key written twice in one section of a file (YAML keeps the last,
   silently);
 - ``check_values``: a value that cannot be walked (an alias bomb), a number that is not finite,
-  and a number YAML 1.1 read as a string (``1e9``: an exponent counts only after a dot).
+  and a number YAML 1.1 read as a string (``1e9``: an exponent counts only after a dot);
+- ``type_nested_overrides``: the numbers and booleans of a nested ``--config`` value, which
+  Snakemake reads as strings.
 """
 
 from __future__ import annotations
@@ -94,3 +96,35 @@ def check_unique_keys(paths: list[str]) -> None:
             raise ConfigError(f"{path}: {err}") from None
         except yaml.YAMLError:
             continue  # Snakemake's own reading reports it
+
+
+def _typed(text: str) -> Any:
+    """``text`` as Snakemake types a top-level ``--config`` value: an integer, a float or a
+    boolean where it is one, else the string."""
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def type_nested_overrides(config: dict[str, Any], overrides: dict[str, Any]) -> None:
+    """Give the nested values of ``--config`` (``overrides``) in ``config`` the types Snakemake
+    gives a top-level one: it reads ``--config 'decode={alpha: 0.6}'`` with YAML's BaseLoader,
+    so ``alpha`` arrives as the string '0.6' (and the check said "'0.6' is neither a number nor
+    dev")."""
+
+    def walk(given: Any, merged: Any) -> Any:
+        if isinstance(given, dict) and isinstance(merged, dict):
+            for key, value in given.items():
+                if key in merged:
+                    merged[key] = walk(value, merged[key])
+            return merged
+        if isinstance(given, list) and given == merged:
+            return [walk(value, value) for value in given]
+        return _typed(given) if isinstance(given, str) and given == merged else merged
+
+    for key, value in overrides.items():
+        if isinstance(value, (dict, list)) and key in config:
+            config[key] = walk(value, config[key])

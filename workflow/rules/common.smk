@@ -25,7 +25,11 @@ from transformer_core.workflow_plan.config_checks import (
     rank_threads,
     run_options,
 )
-from transformer_core.workflow_plan.config_yaml import check_unique_keys, check_values
+from transformer_core.workflow_plan.config_yaml import (
+    check_unique_keys,
+    check_values,
+    type_nested_overrides,
+)
 from transformer_core.workflow_plan import DataPlan, RunPlan, TablePlan
 from transformer_core.workflow_plan.data import (
     BINARIZED_SUFFIXES,
@@ -42,9 +46,9 @@ from transformer_core.workflow_plan.tables import (
     option_inputs,
 )
 
-check_unique_keys(
-    workflow.configfiles
-)  # a key written twice: YAML keeps the last silently
+# A key written twice: YAML keeps the last silently. A nested --config value: Snakemake's strings.
+check_unique_keys(workflow.configfiles)
+type_nested_overrides(config, workflow.config_settings.config)
 check_values(config)  # before anything walks it: a YAML alias bomb stops here
 check_decoding(config)  # one line for a bad grid, before the schema's longer messages
 DEFAULTED = defaulted_keys(config)  # before validate() fills them in
