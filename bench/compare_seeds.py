@@ -22,6 +22,9 @@ import sys
 from pathlib import Path
 
 from bench.hardware import description, result_path, write_result
+from transformer_core.decoding.dev_choice import read_score
+from transformer_core.errors import UserError
+from transformer_core.tables.translation import read_json
 
 
 def _continued_fraction(a: float, b: float, x: float) -> float:
@@ -119,8 +122,12 @@ def runs_of(folder: Path, pair: str) -> list[dict]:
     found = []
     for score_path in sorted((folder / "results" / "scores" / pair).glob("*.test.avg.json")):
         run = score_path.name.removesuffix(".test.avg.json")
-        score = json.loads(score_path.read_text())
-        summary = json.loads((folder / "runs" / pair / run / "summary.json").read_text())
+        summary_path = folder / "runs" / pair / run / "summary.json"
+        try:  # a missing or cut file, a NaN score: named, never carried into the comparison
+            score = read_score(score_path)
+            summary = read_json(summary_path, ("train_config", "dev_ppl", "wall_seconds"))
+        except UserError as error:
+            raise SystemExit(f"compare_seeds: {error}") from None
         found.append(
             {
                 "run": run,

@@ -3,7 +3,7 @@ and the test itself against a hand-worked case."""
 
 import pytest
 
-from bench.compare_seeds import length_ratios, t_two_sided, welch
+from bench.compare_seeds import length_ratios, runs_of, t_two_sided, welch
 
 
 @pytest.mark.parametrize(
@@ -34,3 +34,23 @@ def test_length_ratios_by_reference_band():
     assert "15-19" not in ratios  # no reference of that length
     with pytest.raises(ValueError, match="2 hypotheses for 3 references"):
         length_ratios(hypotheses[:2], references)
+
+
+@pytest.mark.parametrize(
+    ("score", "summary", "named"),
+    [
+        ('{"sacrebleu": NaN, "bleu_paper_style": 30.0}', True, "sacrebleu is nan"),
+        ('{"sacrebleu": 30', True, "not a score file"),
+        ('{"sacrebleu": 30.0, "bleu_paper_style": 31.0}', False, "result file not found"),
+    ],
+)
+def test_a_missing_cut_or_nan_result_is_named_not_carried(tmp_path, score, summary, named):
+    scores = tmp_path / "results" / "scores" / "en_de"
+    scores.mkdir(parents=True)
+    (scores / "base.test.avg.json").write_text(score)
+    if summary:
+        run = tmp_path / "runs" / "en_de" / "base"
+        run.mkdir(parents=True)
+        (run / "summary.json").write_text('{"train_config": {}, "dev_ppl": 5, "wall_seconds": 1}')
+    with pytest.raises(SystemExit, match=named):
+        runs_of(tmp_path, "en_de")
