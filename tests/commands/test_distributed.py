@@ -260,6 +260,49 @@ def test_a_requeue_under_max_tokens_auto_keeps_the_recorded_micro_batch(
         torch.testing.assert_close(resumed["model"][key], tensor, rtol=0, atol=1e-6)
 
 
+@pytest.fixture(scope="module")
+def one_rank_auto(tmp_path_factory):
+    """A run of 1 rank under `--max-tokens auto` (all 80 tokens of a step in one micro-batch)
+    preempted after its step-3 checkpoint."""
+    root = tmp_path_factory.mktemp("one_rank_auto")
+    corpus = write_corpus(root / "train", n=40)
+    dev = write_corpus(root / "dev", n=9, seed=1)
+    common = [*COMMON]
+    common[common.index("--max-tokens") + 1] = "auto"
+    args = ["train", "--train", str(corpus), "--dev", str(dev), *common]
+    assert main([*args, "--out-dir", str(root / "run")]) == 0
+    for later in ("checkpoints/step_0000006.pt", "summary.json", "last.pt"):
+        (root / "run" / later).unlink()
+    return {"root": root, "args": args}
+
+
+@pytest.mark.parametrize("flags", [[], ["--restart-if-changed"]], ids=["refused", "restarted"])
+def test_a_requeue_onto_ranks_that_cannot_hold_the_micro_batch(one_rank_auto, tmp_path, flags):
+    """The 1-rank run's micro-batch of 80 tokens cannot be cut by 2 ranks (40 each): it said
+    "keeping the run's micro-batch of 80 tokens", then refused with "80 against 40", even
+    with --restart-if-changed. Now one line that says what to do, or, as the flag says, the
+    run moved aside and a new one of auto's 40 tokens a rank."""
+    run = tmp_path / "run"
+    shutil.copytree(one_rank_auto["root"] / "run", run)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         "-m", "transformer_core", *one_rank_auto["args"], "--out-dir", str(run), "--resume",
+         *flags],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "keeping the run's micro-batch" not in proc.stderr
+    why = "written by 1 rank(s), this run has 2, and they cut other micro-batches"
+    if not flags:
+        assert proc.returncode != 0 and not (run / "superseded").exists()
+        [line] = [x for x in proc.stderr.splitlines() if "transformer-core train: error:" in x]
+        assert why in line and "resume it on 1 rank(s)" in line
+        assert "micro batch tokens 80 against 40" in line
+        return
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert why in proc.stderr and (run / "superseded" / "1" / "checkpoints").is_dir()
+    assert load_checkpoint(run / "last.pt")["train_config"]["max_tokens"] == 40
+
+
 def test_a_refusal_under_torchrun_is_said_once(two_nodes, tmp_path):
     """Every rank meets the same mistake (here the run's 2 ranks resumed on 3, whose epoch
     cuts other micro-batches); the refusal was printed once per rank."""
@@ -291,4 +334,4 @@ def test_a_resume_on_ranks_that_cut_other_micro_batches_is_refused(two_nodes, tm
     assert main([*map(str, args), *CUT_INTERVAL, "--out-dir", str(run), "--resume"]) == 2
     [line] = [x for x in capsys.readouterr().err.splitlines() if "error:" in x]
     assert "written by 2 rank(s), this run has 1, and they cut other micro-batches" in line
-    assert "epoch batches" in line and "resume on 2 rank(s)" in line
+    assert "epoch batches" in line and "resume it on 2 rank(s)" in line

@@ -133,6 +133,33 @@ def test_two_concurrent_trainings_one_wins_and_the_folder_holds_its_model(world,
     assert len(lines) == len(set(lines)) == 100 // 20
 
 
+def test_a_run_folder_removed_while_it_trains_stops_with_one_line(world, tmp_path):
+    """The folder removed (paused, so the removal lands mid-run): TensorBoard's writer thread
+    and the session's end were tracebacks. Now one line naming the folder and the step, and
+    nothing made anew where the folder was."""
+    run = tmp_path / "run"
+    args = [str(a) for a in train_args(world, run)]
+    steps = ["--steps", "400", "--checkpoint-interval", "20", "--log-interval", "5"]
+    a = subprocess.Popen(
+        [sys.executable, "-m", "transformer_core", *args, *steps],
+        stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not list_checkpoints(run / "checkpoints"):
+            assert a.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        a.send_signal(signal.SIGSTOP)
+        assert (run / "tensorboard").is_dir()  # its writer thread holds a file there
+        shutil.rmtree(run)
+    finally:
+        a.send_signal(signal.SIGCONT)
+        _, err = a.communicate(timeout=600)
+    assert a.returncode == 2, err
+    line = one_line_error(err, run, "was removed or replaced while the run trained (at step")
+    assert "Exception" not in err and not run.exists(), line
+
+
 # -- 2. divergence -----------------------------------------------------------------------------
 
 

@@ -17,6 +17,10 @@ another number of devices, where ``auto`` would choose otherwise, continues the 
 recorded micro-batch wherever that fits the device, and is refused in one line where it does
 not. A number given for ``max_tokens`` that differs from the run's is a change of its
 trajectory (``run_dir``).
+
+What the ranks cut (``cut``) is recorded in each checkpoint: a run resumed on another number of
+ranks continues its trajectory only where these ranks cut the same micro-batches
+(``planned_cut``, asked before the session decides to resume, ``run_dir.ranks_mismatch``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import dataclasses
 
 import torch
 
+from transformer_core.data.batching import TokenBucketSampler
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.errors import UserError
 from transformer_core.model.config import ModelConfig
@@ -115,3 +120,31 @@ def check_step_size(cfg: TrainSettings, train_set: ParallelDataset, world_size: 
             f"{tokens:,} target tokens: a step of {cfg.accumulation(world_size):,} "
             "micro-batches would hold the whole corpus more than once"
         )
+
+
+def cut(sampler: TokenBucketSampler, fixed_shapes: bool, per_step: int) -> dict[str, int]:
+    """The micro-batches a run's ranks cut: whether their shapes are fixed, their token budget,
+    the number an epoch holds (all ranks together), and how many make an optimizer step."""
+    return {
+        "fixed_shapes": fixed_shapes,
+        "micro_batch_tokens": sampler.batch_tokens,
+        "epoch_batches": sampler.epoch_batches(),
+        "micro_batches_per_step": per_step,
+    }
+
+
+def planned_cut(
+    cfg: TrainSettings, train_set: ParallelDataset, world_size: int, fixed_shapes: bool
+) -> dict[str, int]:
+    """``cut`` of the micro-batches ``world_size`` ranks would cut from ``train_set`` under
+    ``cfg`` (``max_tokens`` a number), before any rank builds its sampler: the epoch's batches
+    are the same on every rank."""
+    sampler = TokenBucketSampler(
+        train_set.src_lens,
+        train_set.tgt_lens,
+        cfg.max_tokens,
+        seed=cfg.seed,
+        world_size=world_size,
+        batch_tokens=cfg.batch_tokens(world_size),
+    )
+    return cut(sampler, fixed_shapes, world_size * cfg.accumulation(world_size))

@@ -140,6 +140,41 @@ def settings_mismatch(
     return None
 
 
+def _identity(folder: Path) -> tuple[int, int] | None:
+    """The device and inode of ``folder``, None where it is gone."""
+    try:
+        stat = folder.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def written_by(payload: dict | None) -> int | None:
+    """How many ranks wrote a run's checkpoint ``payload`` (None: no checkpoint)."""
+    return None if payload is None else int(payload.get("data", {}).get("world_size", 1))
+
+
+def ranks_mismatch(payload: dict, world_size: int, cut: dict[str, int] | None) -> str | None:
+    """Why a checkpoint written by another number of ranks cannot be continued by
+    ``world_size`` ranks that would cut ``cut`` (``micro_batch.planned_cut``; None where the
+    ranks are the same): they must cut the micro-batches its ranks cut. None when they can."""
+    ranks = written_by(payload)
+    if cut is None or ranks == world_size:
+        return None
+    data = {"fixed_shapes": False, **payload["data"]}  # exact before fixed shapes existed
+    differs = [
+        f"{key.replace('_', ' ')} {data.get(key, 'unrecorded')} against {value}"
+        for key, value in cut.items()
+        if data.get(key) != value
+    ]
+    if not differs:
+        return None
+    return (
+        f"it was written by {ranks} rank(s), this run has {world_size}, and they cut other "
+        f"micro-batches ({'; '.join(differs)})"
+    )
+
+
 def supersede(paths: RunPaths) -> Path:
     """Move a run's checkpoints, metrics, summary, last.pt, TensorBoard curves and log into
     ``superseded/N/``; returns it.
@@ -242,8 +277,11 @@ def _decide(
     spm_sha256: str | None,
     restart_if_changed: bool,
     fixed_shapes: bool = False,
+    ranks: tuple[int, dict[str, int] | None] = (1, None),
 ) -> Start:
-    """Finished, resume, start over or fresh, for a session with these settings and flags.
+    """Finished, resume, start over or fresh, for a session with these settings and flags,
+    on ``ranks`` (its number, and the micro-batches they would cut where the checkpoint was
+    written by another number: ``ranks_mismatch``).
 
     A finished run (``summary.json`` present, ``cfg.steps`` reached) made with the same
     settings is left as it is, if ``last.pt`` is there too and ``metrics.jsonl`` holds the
@@ -269,13 +307,20 @@ def _decide(
     ):
         return Start("finished", summary=summary)
     checkpoint = previous.checkpoints[-1][1]
-    if why is None:
-        return Start("resume", payload=payload, checkpoint=checkpoint)
-    if not restart_if_changed:
+    if why is not None and not restart_if_changed:
         raise UserError(
             f"cannot resume from {checkpoint}: {why}; pass the same settings "
             "(or start a new --out-dir)"
         )
+    ranks_why = ranks_mismatch(payload, *ranks)  # a finished run is left as it is on any ranks
+    if ranks_why is not None and not restart_if_changed:
+        raise UserError(
+            f"cannot resume from {checkpoint}: {ranks_why}: resume it on "
+            f"{written_by(payload)} rank(s) (or pass --restart-if-changed to start over)"
+        )
+    why = why or ranks_why
+    if why is None:
+        return Start("resume", payload=payload, checkpoint=checkpoint)
     return Start("start_over", why=why)
 
 
@@ -354,11 +399,13 @@ class RunDir:
         cfg: TrainSettings,
         spm_sha256: str | None,
         fixed_shapes: bool = False,
+        ranks: tuple[int, dict[str, int] | None] = (1, None),
     ) -> Start:
-        """How this session begins with these settings (``_decide``)."""
+        """How this session begins with these settings on these ranks (``_decide``)."""
         return _decide(
-            self.previous, model_cfg, cfg, spm_sha256, self.restart_if_changed, fixed_shapes
-        )
+            self.previous, model_cfg, cfg, spm_sha256, self.restart_if_changed, fixed_shapes,
+            ranks,
+        )  # fmt: skip
 
     def begin(self, start: Start, ctx: DistContext) -> MetricsLog:
         """Carry out ``start``: rank 0 moves a run that cannot continue aside (``supersede``)
@@ -375,7 +422,19 @@ class RunDir:
                 )
         metrics_log = MetricsLog(self.paths.metrics, ctx.is_main)
         metrics_log.restore(start.payload)
+        self.identity = _identity(self.paths.out_dir)
         return metrics_log
+
+    def check_present(self, step: int) -> None:
+        """A UserError where the run folder was removed, or replaced by another, since
+        ``begin``: what the session would write next (metrics, curves, checkpoints) has no
+        place, and a folder made anew would hold a run without its start."""
+        if _identity(self.paths.out_dir) != self.identity:
+            raise UserError(
+                f"{self.paths.out_dir} was removed or replaced while the run trained (at step "
+                f"{step}): stopped there, writing nothing more; train again into a folder "
+                "that stays"
+            )
 
     def save(
         self, keep_last: int, model_cfg: ModelConfig, model_state: dict, prune: bool, **state: Any

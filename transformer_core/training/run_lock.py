@@ -56,7 +56,7 @@ def run_lock(out_dir: str | os.PathLike, enabled: bool = True) -> Iterator[None]
         try:
             yield
         finally:
-            if created and [p.name for p in out_dir.iterdir()] == [LOCK_NAME]:
+            if created and out_dir.is_dir() and [p.name for p in out_dir.iterdir()] == [LOCK_NAME]:
                 # A session that failed before writing anything leaves no folder behind.
                 path.unlink()
                 out_dir.rmdir()

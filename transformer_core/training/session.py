@@ -35,7 +35,7 @@ from transformer_core.training.distributed import DistContext
 from transformer_core.training.divergence import DivergenceWatch, dev_diverged
 from transformer_core.training.flops import paper_method_cost, training_flops
 from transformer_core.training.host_memory import keep_freed_memory
-from transformer_core.training.run_dir import RunDir, RunFolder, Start
+from transformer_core.training.run_dir import RunDir, RunFolder, Start, written_by
 from transformer_core.training.run_lock import run_lock
 from transformer_core.training.step import IntervalStats, StepResult, Trainer, TrainingDiverged
 from transformer_core.training.tensorboard import TrainingCurves, tensorboard_available
@@ -78,28 +78,29 @@ def train(
         model_cfg = model_config(experiment, vocab_size=train_set.vocab_size, **overrides)
         _check_fits(model_cfg, {"training": train_set, **({"dev": dev_set} if dev_set else {})})
         world_size, device = distributed.planned_ranks(cfg.device)
-        auto = cfg.max_tokens == AUTO
-        cfg = micro_batch.resolved(cfg, model_cfg, device, world_size)  # max_tokens: auto
-        if auto:  # a resumed run keeps its micro-batch, on any number of devices it fits
-            chosen, cfg = (
-                cfg.max_tokens,
-                micro_batch.recorded(cfg, folder.previous.payload, model_cfg, device),
-            )
-            if cfg.max_tokens != chosen and int(os.environ.get("RANK", "0")) == 0:
-                print(
-                    f"max_tokens auto: keeping the run's micro-batch of {cfg.max_tokens:,} "
-                    f"tokens (auto would take {chosen:,} on {world_size} device(s))",
-                    file=sys.stderr,
-                )
+        chosen = micro_batch.resolved(cfg, model_cfg, device, world_size)  # max_tokens: auto
+        if cfg.max_tokens == AUTO:  # a resumed run keeps its micro-batch where it fits
+            cfg = micro_batch.recorded(chosen, folder.previous.payload, model_cfg, device)
+        else:
+            cfg = chosen
         # The path auto picks for this run, or for a resumed one the path it recorded.
         fresh = training_path.resolve(
             device, cfg, autocast_dtype(device, cfg.precision), cfg.steps,
             training_path.widths_met(train_set.src_lens, train_set.tgt_lens),
         )  # fmt: skip
         path = training_path.kept(fresh, cfg, training_path.recorded(folder.previous.payload))
-        start = folder.decide(model_cfg, cfg, spm_sha256, path.fixed_shapes)
+        cut = None  # what these ranks cut, asked where the checkpoint's were another number
+        if written_by(folder.previous.payload) not in (None, world_size):
+            cut = micro_batch.planned_cut(cfg, train_set, world_size, path.fixed_shapes)
+        start = folder.decide(model_cfg, cfg, spm_sha256, path.fixed_shapes, (world_size, cut))
         if start.kind not in ("resume", "finished"):
-            path = fresh
+            path, cfg = fresh, chosen
+        elif cfg.max_tokens != chosen.max_tokens and int(os.environ.get("RANK", "0")) == 0:
+            print(
+                f"max_tokens auto: keeping the run's micro-batch of {cfg.max_tokens:,} "
+                f"tokens (auto would take {chosen.max_tokens:,} on {world_size} device(s))",
+                file=sys.stderr,
+            )
         if start.kind == "finished":
             print(
                 f"{folder.paths.summary}: the run already finished {start.summary['steps']} "
@@ -161,6 +162,8 @@ class TrainingSession:
         try:
             while trainer.step < cfg.steps:
                 result, sums = self.step()  # one optimizer step over tokens_per_step targets
+                if self.ctx.is_main:
+                    self.folder.check_present(trainer.step)  # before anything is written
                 if sums is not None:
                     self.log_interval(result, *sums)  # loss, perplexity, learning rate, speed
                 if self.dev_set is not None and self.due(cfg.dev_every):
@@ -168,6 +171,10 @@ class TrainingSession:
                 if self.due(cfg.checkpoint_interval):
                     self.checkpoint()  # everything an exact resume needs
             return self.finish()
+        except OSError:
+            if self.ctx.is_main:  # one line where the run folder went while it was written
+                self.folder.check_present(trainer.step)
+            raise
         finally:
             self.curves.close()
 

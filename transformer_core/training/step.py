@@ -376,43 +376,26 @@ class Trainer:
         }
 
     def micro_batches(self) -> dict[str, int]:
-        """The micro-batches of this run's ranks: whether their shapes are fixed, their token
-        budget, the number an epoch holds (all ranks together), and how many make an
-        optimizer step."""
-        return {
-            "fixed_shapes": self.fixed_shapes,
-            "micro_batch_tokens": self.sampler.batch_tokens,
-            "epoch_batches": self.sampler.epoch_batches(),
-            "micro_batches_per_step": self.ctx.world_size * self.accumulation,
-        }
+        """The micro-batches of this run's ranks (``micro_batch.cut``)."""
+        return micro_batch.cut(
+            self.sampler, self.fixed_shapes, self.ctx.world_size * self.accumulation
+        )
 
     def _regroup(self, data: dict[str, Any], log: Callable[[str], None]) -> int:
         """This rank's index into the checkpoint's epoch when the checkpoint was written by
-        another number of ranks (another node count): the run continues the same trajectory
-        (the same micro-batches in the same order, as many per step, by accumulation) where
-        these ranks cut the micro-batches the checkpoint's ranks cut; else a UserError naming
-        what differs. Each rank's dropout generator cannot be split or merged: they are
+        another number of ranks (another node count), which cut the micro-batches these ranks
+        cut (``run_dir.ranks_mismatch`` refused the session otherwise): the run continues the
+        same trajectory (the same micro-batches in the same order, as many per step, by
+        accumulation). Each rank's dropout generator cannot be split or merged: they are
         reseeded from the step, so only a run without dropout continues bit for bit."""
         ranks = int(data["world_size"])
-        ours = self.micro_batches()
-        differs = [
-            f"{key.replace('_', ' ')} {data.get(key, 'unrecorded')} against {value}"
-            for key, value in ours.items()
-            if data.get(key) != value
-        ]
-        if differs:
-            raise UserError(
-                f"the checkpoint was written by {ranks} rank(s), this run has "
-                f"{self.ctx.world_size}, and they cut other micro-batches "
-                f"({'; '.join(differs)}): resume on {ranks} rank(s)"
-            )
         index = -(-int(data["index"]) * ranks // self.ctx.world_size)
         seed_everything(self.cfg.seed + self.ctx.rank + 1_000_003 * self.step)
         log(
             f"note: the checkpoint was written by {ranks} rank(s), this run has "
             f"{self.ctx.world_size}: the same micro-batches in the same order, "
-            f"{ours['micro_batches_per_step']} a step; dropout masks from generators reseeded "
-            f"at step {self.step}"
+            f"{self.ctx.world_size * self.accumulation} a step; dropout masks from generators "
+            f"reseeded at step {self.step}"
         )
         return index
 

@@ -17,6 +17,7 @@ run of a workflow.
 from __future__ import annotations
 
 import struct
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ class TrainingCurves:
     def __init__(self, folder: Path, enabled: bool, first_step: int):
         """Write into ``folder`` where ``enabled`` and TensorBoard is installed; the session's
         first step is ``first_step`` (what earlier sessions wrote from it on is dropped)."""
-        self.writer = None
+        self.writer, self.folder = None, folder
         if enabled and tensorboard_available():
             from torch.utils.tensorboard import SummaryWriter
 
@@ -102,6 +103,7 @@ class TrainingCurves:
             if folder.is_dir():
                 purge_events(folder, first_step)
             self.writer = SummaryWriter(log_dir=str(folder), purge_step=first_step)
+            self.excepthook, threading.excepthook = threading.excepthook, self._thread_failed
 
     @property
     def active(self) -> bool:
@@ -116,7 +118,7 @@ class TrainingCurves:
         if device.type == "cuda":
             peak = torch.cuda.max_memory_allocated(device) / 2**30
             self.writer.add_scalar("train/peak_memory_gib", peak, step)
-        self.writer.flush()
+        self._flush()
 
     def dev(self, step: int, scores: dict[str, float]) -> None:
         """A dev scoring's loss and perplexity, with right and wrong sources."""
@@ -124,8 +126,26 @@ class TrainingCurves:
             return
         for key, tag in DEV_CURVES.items():
             self.writer.add_scalar(tag, scores[key], step)
+        self._flush()
+
+    def _flush(self) -> None:
+        """Write the events out now (the writer's thread writes them)."""
         self.writer.flush()
 
     def close(self) -> None:
-        if self.writer is not None:
+        """Write what is left; where the folder is gone (the session says so), nothing."""
+        if self.writer is None:
+            return
+        try:
             self.writer.close()
+        except OSError:
+            if self.folder.is_dir():
+                raise
+        finally:
+            threading.excepthook = self.excepthook
+
+    def _thread_failed(self, args: threading.ExceptHookArgs) -> None:
+        """The writer thread's own report of an OSError where the folder is gone: silent,
+        for the session's one line (``TrainingSession.run``) says it; others as Python's."""
+        if not (issubclass(args.exc_type, OSError) and not self.folder.is_dir()):
+            self.excepthook(args)
