@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.hardware import write_result
+from bench.hardware import cpu_kind, write_result
 from transformer_core.model.checkpoint import list_checkpoints
 
 SNAPSHOT = re.compile(r"avg_step([0-9]+)\.pt")
@@ -86,7 +86,11 @@ def score(args: argparse.Namespace, translate: list[str]) -> None:
             point[name] = {key: round(result[key], 2) for key in SCORES}
         points.append(point)
         print(json.dumps(point), flush=True)
-    write_result(args.out, {"bench": "averaged_curve", "translate": translate, "points": points})
+    write_result(args.out, {
+        "bench": "averaged_curve", "cpu": cpu_kind(), "run_dir": str(args.run_dir),
+        "splits": [list(map(str, split)) for split in args.split], "translate": translate,
+        "points": points,
+    })  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
