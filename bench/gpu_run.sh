@@ -33,8 +33,9 @@
 #             shapes and compute weights auto), base and big, 25,000 target tokens of 24-31-token
 #             sentences a step (one width), profiled; the Hugging Face peer (eager, compiled) in
 #             the same call
-#   train_mix the same on sentences of 3 to 80 tokens (about 10 widths), compiled: widths not
-#             yet compiled when the deadline nears are left out of the timing (--gpu-deadline)
+#   train_mix the same on sentences of 3 to 80 tokens (about 10 widths), compiled: a variant
+#             not begun when the deadline nears is left out (--gpu-deadline); one begun compiles
+#             every width it meets, so give this part a call of its own
 #   decode    bench.bench_decode's GPU section on newstest2014: bf16 and fp32, variants
 #   workflow  config/multi30k.yaml run whole by Snakemake from a fresh clone of HEAD
 #   workflow_compiled  the same, trained compiled on fixed shapes with bf16 compute weights
