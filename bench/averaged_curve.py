@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                    metavar=("NAME", "SOURCE", "REFERENCE"))  # fmt: skip
     s.add_argument("--out", required=True)
     args, translate = parser.parse_known_args(argv)
+    if not args.run_dir.is_dir():  # watch would wait for its checkpoints forever
+        parser.error(f"{args.run_dir}: no such run folder")
     if args.action == "watch":
         if translate:
             parser.error(f"unrecognized arguments: {' '.join(translate)}")

@@ -3,6 +3,7 @@ run's training minutes, on the hostile-inputs fixture's 4-step run (checkpoints 
 
 import json
 
+import pytest
 import test_hostile_inputs
 
 from bench import averaged_curve
@@ -38,3 +39,10 @@ def test_watch_then_score_gives_a_point_per_average(world, tmp_path, capsys):
         assert point["minutes"] is not None
         assert set(point["dev"]) == set(averaged_curve.SCORES)
         assert all(0 <= value <= 100 for value in point["dev"].values())
+
+
+def test_a_missing_run_folder_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        averaged_curve.main(["watch", str(tmp_path / "nowhere"), "--every", "2", "--last", "2",
+                             "--until", "5", "--out", str(tmp_path / "snaps")])  # fmt: skip
+    assert stop.value.code == 2 and "nowhere: no such run folder" in capsys.readouterr().err

@@ -47,21 +47,28 @@ def test_a_link_to_a_regular_file_replaces_the_file_and_stays_a_link(tmp_path):
     assert dangling.is_symlink() and (tmp_path / "made_later.json").read_text() == "made"
 
 
-def test_a_link_to_a_device_is_written_through(tmp_path):
-    link = tmp_path / "null"
-    link.symlink_to(os.devnull)
-    atomic_write_text(link, "gone")
-    assert link.is_symlink() and stat.S_ISCHR(os.stat(os.devnull).st_mode)
-
-
-def test_a_device_node_is_written_through_not_replaced(tmp_path):
+@pytest.fixture
+def null_node(tmp_path):
+    """A character device made in ``tmp_path``, identical to /dev/null: never the machine's
+    own, which the code before this test replaced with a regular file."""
     node = tmp_path / "null"
     try:
-        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # what /dev/null is
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
     except PermissionError:
         pytest.skip("making a device node needs root")
-    atomic_write_text(node, "gone")
-    assert stat.S_ISCHR(os.lstat(node).st_mode)
+    return node
+
+
+def test_a_link_to_a_device_is_written_through(tmp_path, null_node):
+    link = tmp_path / "link"
+    link.symlink_to(null_node)
+    atomic_write_text(link, "gone")
+    assert link.is_symlink() and stat.S_ISCHR(os.lstat(null_node).st_mode)
+
+
+def test_a_device_node_is_written_through_not_replaced(null_node):
+    atomic_write_text(null_node, "gone")
+    assert stat.S_ISCHR(os.lstat(null_node).st_mode)
 
 
 def test_outputs_that_belong_together_refuse_a_fifo(tmp_path):

@@ -6,9 +6,10 @@ A later export into the same folder replaces only an earlier export: a folder ho
 that no export wrote (a user's notes, the checkpoint being exported), or a file of the export
 changed since it was written (``export.json`` records each one's sha256: notes appended to the
 card, weights fine-tuned and saved back), or one whose sha256 it does not record (an export of
-before hashes were recorded), is refused, naming the file. The earlier export is renamed aside (``.NAME.HOST-PID.XXXX.old``) until the new one is in
-place, then deleted; a folder left behind by a killed export is removed by the next one, and an
-earlier export set aside by a kill before the swap is put back first.
+before hashes were recorded), is refused, naming the file. The earlier export is renamed aside
+(``.NAME.HOST-PID.<8 random hex digits>.old``) until the new one is in place, then deleted; a
+folder left behind by a killed export is removed by the next one, and an earlier export set
+aside by a kill before the swap is put back first.
 """
 
 from __future__ import annotations
