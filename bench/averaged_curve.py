@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.hardware import cpu_kind, write_result
+from bench.lib.hardware import cpu_kind, write_result
 from transformer_core.model.checkpoint import list_checkpoints
 
 SNAPSHOT = re.compile(r"avg_step([0-9]+)\.pt")

@@ -1,4 +1,4 @@
-"""What the integrity checks of issue 29 cost: per checkpoint written and read, per data load.
+"""What the integrity checks cost: per checkpoint written and read, per data load.
 
 - **checkpoints** of the base and big shapes (37,000 pieces, fp32 weights and Adam's two
   moments, as training writes them): seconds to write one (``save_checkpoint``, its
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.hardware import result_path
+from bench.lib.hardware import cpu_model, result_path, write_result
 from transformer_core.data import dataset
 from transformer_core.data.binarized import BinarizedWriter, split_files
 from transformer_core.model.checkpoint import (
@@ -108,18 +107,6 @@ def data_costs(folder: Path, sentences: int, repeats: int) -> dict:
     }
 
 
-def cpu_model() -> str:
-    """The CPU's model name and whether it has avx512_bf16 / amx_bf16 (from /proc/cpuinfo)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or platform.machine()
-    name = next((line.split(":", 1)[1].strip() for line in info.splitlines()
-                 if line.startswith("model name")), platform.machine())  # fmt: skip
-    flags = [flag for flag in ("avx512_bf16", "amx_bf16") if f" {flag}" in info]
-    return f"{name} ({', '.join(flags) or 'no native bf16'})"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -139,8 +126,7 @@ def main() -> int:
             "checkpoints": {name: checkpoint_costs(name, folder, 3) for name in presets},
             "data": data_costs(folder, 100_000 if args.quick else 1_000_000, 3),
         }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    write_result(args.out, results, indent=2)
     print(json.dumps(results, indent=2))
     return 0
 

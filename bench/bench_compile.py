@@ -5,7 +5,7 @@ benchmark. Per shape (the Multi30k model and the paper's base, as ``bench_train`
 precision ``auto`` picks here:
 
 - training: target tokens per second of full optimizer steps at 4,000 target tokens, on the
-  token-bucket batches of a synthetic corpus (``bench_train.synthetic_corpus``), eager and with
+  token-bucket batches of a synthetic corpus (``train_runners.synthetic_corpus``), eager and with
   ``compile=on``; the first steps of the compiled run (compilation) are timed apart;
 - decoding: beam 4 over 32 sources of 30 tokens, outputs forced to 30 tokens (as
   ``bench_decode``), eager and with the compiled decoding copy (``inference.inference_model``),
@@ -33,24 +33,25 @@ from pathlib import Path
 
 import torch
 
-from bench import bench_decode, bench_train
-from bench.hardware import result_path
+from bench.lib.decode_runners import sources
+from bench.lib.hardware import result_path, write_result
+from bench.lib.shapes import OUT_LEN, SHAPES, TOKENS_PER_STEP, decoding_config
+from bench.lib.train_runners import Ours, synthetic_corpus, timed, train_settings
 from transformer_core.decoding.inference import inference_model
 from transformer_core.decoding.search import beam_search_nbest
 from transformer_core.device import autocast_dtype, cpu_has_native_bf16
-from transformer_core.model.config import ModelConfig, model_config
+from transformer_core.model.config import model_config
 from transformer_core.model.transformer import Transformer
 
-ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
 
 
 def training(shape: str, workdir: Path, rounds: int, steps: int) -> dict:
-    cfg = model_config("base", **bench_train.SHAPES[shape])
-    dataset = bench_train.synthetic_corpus(workdir / shape, cfg.vocab_size, sentences=6000)
-    tokens = bench_train.TOKENS_PER_STEP
+    cfg = model_config("base", **SHAPES[shape])
+    dataset = synthetic_corpus(workdir / shape, cfg.vocab_size, sentences=6000)
+    tokens = TOKENS_PER_STEP
     runners = {
-        mode: bench_train.Ours(cfg, dataset, CPU, "auto", tokens, tokens, mode)
+        mode: Ours(cfg, dataset, CPU, train_settings("auto", tokens, tokens, mode))
         for mode in ("off", "on")
     }
     first = {}
@@ -61,7 +62,7 @@ def training(shape: str, workdir: Path, rounds: int, steps: int) -> dict:
     rates: dict[str, list[float]] = {"off": [], "on": []}
     for _ in range(rounds):
         for mode, runner in runners.items():
-            done, seconds = bench_train.timed(runner, steps, CPU)
+            done, seconds = timed(runner, steps, CPU)
             rates[mode].append(done / seconds)
     for runner in runners.values():
         runner.trainer.close()
@@ -80,12 +81,10 @@ def training(shape: str, workdir: Path, rounds: int, steps: int) -> dict:
 
 def decoding(shape: str, rounds: int) -> dict:
     autocast = autocast_dtype(CPU, "auto")
-    shape_settings = {**bench_train.SHAPES[shape]}
-    shape_settings.pop("dropout", None)
     torch.manual_seed(0)
-    model = Transformer(ModelConfig(dropout=0.0, **shape_settings)).eval()
-    src = bench_decode.sources(model.cfg.vocab_size)
-    out_len = bench_decode.OUT_LEN
+    model = Transformer(decoding_config(shape)).eval()
+    src = sources(model.cfg.vocab_size)
+    out_len = OUT_LEN
     models = {mode: inference_model(model, autocast, mode == "on") for mode in ("off", "on")}
 
     def decode(mode: str) -> float:
@@ -122,7 +121,7 @@ def decoding(shape: str, rounds: int) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--shapes", nargs="+", default=["multi30k", "base"], choices=["multi30k", "base"]
@@ -142,7 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
     parser.add_argument("--out", default=str(result_path("compile_against_eager")))
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
     result = {
         "bench": "compile",
@@ -154,8 +157,6 @@ def main(argv: list[str] | None = None) -> int:
         "training": [],
         "decoding": [],
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for shape in args.shapes:
             for kind in args.kinds:
@@ -165,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                     row = decoding(shape, args.rounds)
                 result[kind].append(row)
                 print(f"{kind} {shape}: {json.dumps(row)}", file=sys.stderr, flush=True)
-                out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out}", file=sys.stderr)
+                write_result(args.out, result, indent=2, quiet=True)
+    write_result(args.out, result, indent=2)
     return 0
 
 

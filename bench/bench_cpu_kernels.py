@@ -20,17 +20,14 @@ its feed-forward (2000 x 1024), and the kept fraction of each.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from bench.bench_checks import cpu_model
-from bench.hardware import result_path
+from bench.lib.hardware import cpu_model, result_path, write_result
 from transformer_core.model.cpu_attention import matmul_attention
 from transformer_core.model.dropout import Dropout
 from transformer_core.model.transformer import CPU_BF16_MATMUL_MAX_KEYS
@@ -89,6 +86,35 @@ def dropout_row(module: torch.nn.Module, shape: tuple[int, int], rounds: int) ->
     return {"ms": round(statistics.median(times), 3), "kept": round(kept, 5)}
 
 
+def attention_rows(d_head: int, rounds: int) -> list[dict]:
+    """Every shape of ``SHAPES`` in bf16 and fp32: each kernel's milliseconds, and their ratio."""
+    rows = []
+    for dtype in (torch.bfloat16, torch.float32):
+        for batch, length in SHAPES:
+            row = {"dtype": str(dtype).removeprefix("torch."), "sentences": batch, "tokens": length}
+            for name, kernel in KERNELS.items():
+                row[f"{name}_ms"] = round(
+                    milliseconds(kernel, batch, length, d_head, dtype, rounds), 2
+                )
+            row["sdpa_over_matmul"] = round(row["sdpa_ms"] / row["matmul_ms"], 2)
+            print(row, flush=True)
+            rows.append(row)
+    return rows
+
+
+def dropout_rows(rounds: int) -> list[dict]:
+    """torch's dropout against ours at a Multi30k step's two shapes."""
+    rows = []
+    for shape in ((2000, 256), (2000, 1024)):
+        row = {"shape": list(shape), "p": 0.1}
+        for name, module in (("torch", torch.nn.Dropout(0.1)), ("ours", Dropout(0.1))):
+            row[name] = dropout_row(module.train(), shape, rounds)
+        row["torch_over_ours"] = round(row["torch"]["ms"] / row["ours"]["ms"], 2)
+        print(row, flush=True)
+        rows.append(row)
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -98,25 +124,8 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     keep_freed_memory()
-    rows = []
-    for dtype in (torch.bfloat16, torch.float32):
-        for batch, length in SHAPES:
-            row = {"dtype": str(dtype).removeprefix("torch."), "sentences": batch, "tokens": length}
-            for name, kernel in KERNELS.items():
-                row[f"{name}_ms"] = round(
-                    milliseconds(kernel, batch, length, args.d_head, dtype, args.rounds), 2
-                )
-            row["sdpa_over_matmul"] = round(row["sdpa_ms"] / row["matmul_ms"], 2)
-            print(row, flush=True)
-            rows.append(row)
-    dropouts = []
-    for shape in ((2000, 256), (2000, 1024)):
-        row = {"shape": list(shape), "p": 0.1}
-        for name, module in (("torch", torch.nn.Dropout(0.1)), ("ours", Dropout(0.1))):
-            row[name] = dropout_row(module.train(), shape, args.rounds)
-        row["torch_over_ours"] = round(row["torch"]["ms"] / row["ours"]["ms"], 2)
-        print(row, flush=True)
-        dropouts.append(row)
+    rows = attention_rows(args.d_head, args.rounds)
+    dropouts = dropout_rows(args.rounds)
     result = {
         "cpu": cpu_model(),
         "threads": args.threads,
@@ -128,12 +137,7 @@ def main() -> int:
         "attention": rows,
         "dropout": dropouts,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(out)
-    print(f"wrote {out}")
+    write_result(args.out, result, indent=2)
     return 0
 
 

@@ -21,23 +21,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.hardware import result_path
-from bench.shared_data import SHARED_DATA
+from bench.lib.hardware import machine, result_path, write_result
+from bench.lib.shared_data import SHARED_DATA
 from transformer_core.data import bpe
 from transformer_core.data.binarized import binarize
 from transformer_core.data.prepare import prepare_corpus
 from transformer_core.files import read_lines
 from transformer_core.settings import PrepareSettings
 
-REPO = Path(__file__).resolve().parents[1]
 MEMORY_CHILD = """
 import resource, sys
 from transformer_core.data.binarized import binarize
@@ -120,7 +117,7 @@ def binarize_peak_memory(
     return results
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -134,7 +131,11 @@ def main() -> int:
     )
     parser.add_argument("--workers", type=int, default=1, help="prepare worker processes")
     parser.add_argument("--out", type=Path, default=result_path("data_stage"))
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
     data = args.shared_data
     if not (data / "multi30k" / "train.en.gz").is_file():
         print(f"shared data not found at {data}; pass --shared-data", file=sys.stderr)
@@ -152,11 +153,7 @@ def main() -> int:
     results: dict = {
         "benchmark": "bench_data",
         "mode": "quick" if args.quick else "full",
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
         "prepare_workers": args.workers,
         "throughput": {},
     }
@@ -174,10 +171,8 @@ def main() -> int:
         "growth_ratio_pairs": memory[-1]["pairs"] / memory[0]["pairs"],
         "growth_ratio_peak_rss": memory[-1]["peak_rss_mib"] / memory[0]["peak_rss_mib"],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
-    print(f"written to {args.out}", file=sys.stderr)
+    write_result(args.out, results, indent=2)
     return 0
 
 

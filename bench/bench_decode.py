@@ -31,121 +31,27 @@ Writes bench/results/HARDWARE/decode_beside_marian.json (or --out).
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import platform
-import random
 import sys
-import time
 from pathlib import Path
 
 import torch
 
-from bench.hardware import result_path
-from bench.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
-from bench.shared_data import SHARED_DATA
-from transformer_core.decoding.inference import DecodingRuntime, inference_model
-from transformer_core.decoding.search import beam_search_nbest
-from transformer_core.decoding.translate import translate_ids
+from bench.lib.decode_runners import (
+    best_times,
+    file_decoding,
+    gpu_sources,
+    our_model,
+    run_ours_fn,
+    sources,
+    trainable,
+)
+from bench.lib.hardware import result_path, write_result
+from bench.lib.marian import marian_beam_search, marian_model
+from bench.lib.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
+from bench.lib.shapes import BATCH, BEAM, OUT_LEN, SHAPES, SRC_LEN
 from transformer_core.device import cpu_has_native_bf16
-from transformer_core.export.transformers import marian_config
-from transformer_core.model.config import ModelConfig
-from transformer_core.model.transformer import Transformer
-from transformer_core.settings import DecodeSettings
-
-ROOT = Path(__file__).resolve().parents[1]
-
-SHAPES = {
-    "tiny": dict(
-        vocab_size=8000,
-        encoder_layers=2,
-        decoder_layers=2,
-        d_model=128,
-        d_ff=512,
-        h=4,
-        d_k=32,
-        d_v=32,
-    ),
-    "base": dict(vocab_size=37000),
-}
-BATCH, SRC_LEN, OUT_LEN, BEAM = 32, 30, 30, 4
-NEWSTEST2014 = SHARED_DATA / "wmt" / "newstest2014-deen-full.en"
-
-
-def our_model(shape: str) -> Transformer:
-    torch.manual_seed(0)
-    return Transformer(ModelConfig(dropout=0.0, **SHAPES[shape])).eval()
-
-
-def marian_model(shape: str):
-    """HF Marian of the shape, random weights, in eval mode (generate ends at EOS, not forced)."""
-    from transformers import MarianMTModel
-
-    config = marian_config(ModelConfig(**SHAPES[shape]), dropout=0.0, forced_eos_token_id=None)
-    torch.manual_seed(0)
-    return MarianMTModel(config).eval()
-
-
-def sources(vocab_size: int) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(1)
-    src = torch.randint(4, vocab_size, (BATCH, SRC_LEN), generator=gen)
-    src[:, -1] = 3  # EOS
-    return src
-
-
-def best_times(fns: dict, repeats: int) -> dict[str, float]:
-    """Best wall time of each function after one warm-up; runs interleaved, so a burst of
-    load from other jobs hits both sides alike."""
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for fn in fns.values():
-        fn()  # warm-up
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: min(values) for name, values in times.items()}
-
-
-def trainable(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
-def run_ours_fn(ours: Transformer, src: torch.Tensor, precision: str):
-    """Our beam search as ``translate`` runs it: in bf16, a bf16 copy of the model under autocast."""
-    model = inference_model(ours, torch.bfloat16 if precision == "bf16" else None)
-
-    def run_ours():
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            hyps = beam_search_nbest(
-                model,
-                src,
-                beam=BEAM,
-                alpha=0.6,
-                max_len_a=0.0,
-                max_len_b=OUT_LEN,
-                min_len=OUT_LEN,
-            )
-        assert all(len(h[0].tokens) == OUT_LEN for h in hyps)
-
-    return run_ours
-
-
-def marian_beam_search(peer, src: torch.Tensor, length: int) -> torch.Tensor:
-    """Marian's beam-4 outputs of ``src`` (decoder start token first), each ``length`` tokens
-    long: EOS held off until then, as ``min_len`` holds it off in ours."""
-    with torch.inference_mode():
-        return peer.generate(
-            input_ids=src,
-            attention_mask=torch.ones_like(src),
-            num_beams=BEAM,
-            do_sample=False,
-            min_new_tokens=length,
-            max_new_tokens=length,
-            length_penalty=0.6,
-            early_stopping=False,
-        )
 
 
 def bench_cpu_shape(shape: str, repeats: int, precision: str) -> dict:
@@ -180,99 +86,21 @@ def bench_cpu_shape(shape: str, repeats: int, precision: str) -> dict:
     }
 
 
-def newstest_lengths(n: int = 3003) -> tuple[list[int], str]:
-    """Source lengths of about newstest2014's: its English word counts x 1.3 (the pieces per
-    word of a 37k BPE), or random lengths when the shared data is absent."""
-    if NEWSTEST2014.is_file():
-        lines = NEWSTEST2014.read_text(encoding="utf-8").split("\n")[:n]
-        return [max(1, math.ceil(1.3 * len(line.split()))) for line in lines], str(NEWSTEST2014)
-    rng = random.Random(0)
-    return [rng.randint(3, 80) for _ in range(n)], "random lengths 3..80 (shared data absent)"
-
-
-def newstest_sources(workdir: Path, vocab_size: int = 8000) -> list[list[int]]:
-    """newstest2014's 3,003 English sources, cut into pieces by a BPE model trained here on
-    newstest2014's English and German sides."""
-    from transformer_core.data import bpe
-
-    german = NEWSTEST2014.with_name(NEWSTEST2014.name.replace(".en", ".de"))
-    bpe.train([NEWSTEST2014, german], vocab_size, workdir / "newstest_bpe", threads=4)
-    import sentencepiece as spm
-
-    sp = spm.SentencePieceProcessor(model_file=str(workdir / "newstest_bpe.model"))
-    lines = NEWSTEST2014.read_text(encoding="utf-8").splitlines()
-    return [sp.encode(line) for line in lines]
-
-
-def bench_file_decoding(
-    sources: list[list[int]],
-    origin: str,
-    max_tokens: int,
-    device: str = "cuda",
-    shape: str = "base",
-    autocast: torch.dtype | None = torch.bfloat16,
-    compile: bool = False,
-) -> dict:
-    """Decode ``sources`` through translate_ids, each output as long as its source (EOS blocked
-    until then), after a warm-up on their first 64."""
-    model = our_model(shape).to(device)
-    # Outputs as long as their sources: max length = 1 * (pieces + EOS) - 1, EOS suppressed.
-    options = DecodeSettings(beam=BEAM, alpha=0.6, max_len_a=1.0, max_len_b=-1, min_len=10**6)
-    runtime = DecodingRuntime(max_tokens, autocast, compile)
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    start = time.perf_counter()
-    translate_ids(model, sources[:64], options, runtime)
-    sync()
-    warmup = time.perf_counter() - start
-    start = time.perf_counter()
-    outs = translate_ids(model, sources, options, runtime)
-    sync()
-    seconds = time.perf_counter() - start
-    tokens = sum(len(o) for o in outs)
-    assert tokens == sum(len(s) for s in sources), "every output as long as its source"
-    return {
-        "shape": shape,
-        "sentences": len(sources),
-        "sources": origin,
-        "target_tokens": tokens,
-        "max_tokens": max_tokens,
-        "beam": BEAM,
-        "precision": "bf16" if autocast == torch.bfloat16 else "fp32",
-        "compile": compile,
-        "cudnn_attention": torch.backends.cuda.cudnn_sdp_enabled(),
-        "warmup_seconds": round(warmup, 2),
-        "seconds": round(seconds, 3),
-        "target_tokens_per_s": round(tokens / seconds, 1),
-        "device": torch.cuda.get_device_name() if device == "cuda" else platform.processor(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-    }
-
-
 def gpu_variants(args: argparse.Namespace, out: Path, result: dict) -> None:
     """The GPU section: every combination of the ``--gpu-*`` lists, written as it goes."""
     import itertools
-    import tempfile
 
     from transformer_core.device import choose_attention_backends
 
     cuda = torch.device("cuda")
-    if NEWSTEST2014.is_file():
-        with tempfile.TemporaryDirectory() as tmp:
-            sources = newstest_sources(Path(tmp))
-        origin = f"{NEWSTEST2014}, BPE 8000 trained on newstest2014 here"
-    else:
-        lengths, origin = newstest_lengths(3003)
-        gen = torch.Generator().manual_seed(2)
-        sources = [torch.randint(4, 37000, (k,), generator=gen).tolist() for k in lengths]
-    sources = sources[: 300 if args.quick else args.gpu_sentences]
+    sources, origin = gpu_sources(300 if args.quick else args.gpu_sentences)
     result["gpu"] = []
     for precision, compile, max_tokens, cudnn in itertools.product(
         args.gpu_precisions, args.gpu_compile, args.gpu_max_tokens, args.gpu_cudnn
     ):
         choose_attention_backends(cuda, cudnn=cudnn == "on")
         try:
-            row = bench_file_decoding(
+            row = file_decoding(
                 sources,
                 origin,
                 max_tokens,
@@ -287,19 +115,20 @@ def gpu_variants(args: argparse.Namespace, out: Path, result: dict) -> None:
             f"{row['target_tokens_per_s']:.0f} tok/s ({row['seconds']:.2f} s)",
             flush=True,
         )
-        out.write_text(json.dumps(result, indent=2) + "\n")
+        write_result(out, result, indent=2, quiet=True)
 
 
 def peak_rss_of_decoding(shape: str, precision: str, threads: int) -> float:
     """Peak RSS (MiB) of a fresh process that builds our model for ``shape`` and decodes the batch once."""
     return peak_rss_mib(
-        "import torch; from bench import bench_decode as b; "
-        f"torch.set_num_threads({threads}); m = b.our_model({shape!r}); "
-        f"b.run_ours_fn(m, b.sources(b.SHAPES[{shape!r}]['vocab_size']), {precision!r})()"
+        "import torch; from bench.lib import decode_runners as d; "
+        "from bench.lib.shapes import SHAPES; "
+        f"torch.set_num_threads({threads}); m = d.our_model({shape!r}); "
+        f"d.run_ours_fn(m, d.sources(SHAPES[{shape!r}]['vocab_size']), {precision!r})()"
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--quick", action="store_true", help="one timed run per side: a smoke check"
@@ -336,34 +165,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"  # the GPU part runs where there is one
     args.out = args.out or result_path("decode_beside_marian", device)
-    torch.set_num_threads(args.threads)
-    repeats = 1 if args.quick else 3
-    precisions = chosen_precisions(args)
-    result = {
-        "benchmark": "beam-4 decoding, target tokens per second",
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "threads": args.threads,
-        "quick": args.quick,
-        "cpu_native_bf16": cpu_has_native_bf16(),
-        "load_average_before": os.getloadavg(),
-        "cpu": [],
-    }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if args.gpu_only:
-        gpu_variants(args, out, result)
-        return 0
-    try:
-        import transformers
+    return args
 
-        result["transformers"] = transformers.__version__
-    except ImportError:
-        print("bench_decode: pip install transformers (the peer) first", file=sys.stderr)
-        return 2
+
+def cpu_section(args: argparse.Namespace, result: dict) -> None:
+    """Every shape of ``--shapes`` in every precision, beside Marian (and, with ``--memory``,
+    the peak RSS of our decoding)."""
+    repeats = 1 if args.quick else 3
     for shape in args.shapes.split(","):
-        for precision in precisions:
+        for precision in chosen_precisions(args):
             row = bench_cpu_shape(shape, repeats, precision)
             if args.memory:
                 row["ours_peak_rss_mib"] = round(
@@ -375,11 +185,37 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row['marian_target_tokens_per_s']:.0f} tok/s, x{row['speedup']:.2f}",
                 flush=True,
             )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    result = {
+        "benchmark": "beam-4 decoding, target tokens per second",
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "threads": args.threads,
+        "quick": args.quick,
+        "cpu_native_bf16": cpu_has_native_bf16(),
+        "load_average_before": os.getloadavg(),
+        "cpu": [],
+    }
+    if args.gpu_only:
+        gpu_variants(args, args.out, result)
+        return 0
+    try:
+        import transformers
+
+        result["transformers"] = transformers.__version__
+    except ImportError:
+        print("bench_decode: pip install transformers (the peer) first", file=sys.stderr)
+        return 2
+    cpu_section(args, result)
     if torch.cuda.is_available():
-        gpu_variants(args, out, result)
+        gpu_variants(args, args.out, result)
     result["load_average_after"] = os.getloadavg()  # other jobs on the CPU distort the numbers
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_result(args.out, result, indent=2)
     return 0
 
 

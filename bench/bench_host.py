@@ -62,11 +62,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.bench_decode import newstest_lengths
-from bench.bench_train import SHAPES as TRAIN_SHAPES
-from bench.hardware import result_path
-from bench.host_reads import counting, per
-from bench.train_runners import synthetic_corpus
+from bench.lib.decode_runners import FORCED, decoding_sources
+from bench.lib.hardware import result_path, write_result
+from bench.lib.host_reads import counting, per
+from bench.lib.shapes import SHAPES, SMALL
+from bench.lib.train_runners import synthetic_corpus
 from transformer_core import device as device_module
 from transformer_core.data.batching import TokenBucketSampler
 from transformer_core.decoding.inference import DecodingRuntime, inference_model
@@ -74,11 +74,9 @@ from transformer_core.decoding.search import beam_search_nbest
 from transformer_core.decoding.translate import translate_ids
 from transformer_core.model.config import ModelConfig, model_config
 from transformer_core.model.transformer import Transformer
-from transformer_core.settings import DecodeSettings, TrainSettings
+from transformer_core.settings import TrainSettings
 from transformer_core.training import loss as loss_module
 from transformer_core.training.distributed import DistContext
-
-ROOT = Path(__file__).resolve().parents[1]
 
 MATMULS = {"mm", "addmm", "addmm_", "bmm", "linear", "matmul"}
 INDEXING = {"gather", "scatter", "scatter_", "scatter_add", "scatter_add_", "index_select"}
@@ -121,11 +119,11 @@ def trainer_for(
 ) -> tuple[object, ModelConfig]:
     from transformer_core.training.step import Trainer
 
-    cfg = model_config("base", **{**TRAIN_SHAPES[shape], **(QUICK_TRAIN if quick else {})})
+    cfg = model_config("base", **{**SHAPES[shape], **(QUICK_TRAIN if quick else {})})
     dataset = synthetic_corpus(workdir / shape, cfg.vocab_size, sentences=4000 if quick else 30000)
     train_cfg = TrainSettings(max_tokens=max_tokens, tokens_per_step=tokens, warmup=4000)
     ctx = DistContext(0, 0, 1, torch.device("cpu"), owns_group=False)
-    trainer = Trainer(cfg, train_cfg, ctx, dataset)
+    trainer = Trainer.fresh(cfg, train_cfg, ctx, dataset)
     trainer.autocast = torch.bfloat16  # the GPU's precision (emulated where this CPU lacks bf16)
     return trainer, cfg
 
@@ -244,17 +242,6 @@ def training_shapes(quick: bool) -> dict:
 # -- decoding ------------------------------------------------------------------------------------
 
 QUICK_DECODE = {"d_model": 64, "d_ff": 128, "h": 4, "d_k": 16, "d_v": 16}
-SMALL = dict(encoder_layers=2, decoder_layers=2, d_model=64, d_ff=128, h=4, d_k=16, d_v=16)
-
-
-def decoding_sources(vocab_size: int, n: int, seed: int) -> list[list[int]]:
-    lengths, _ = newstest_lengths(3003)
-    gen = torch.Generator().manual_seed(seed)
-    return [torch.randint(4, vocab_size, (k,), generator=gen).tolist() for k in lengths[:n]]
-
-
-# Each output as long as its source: max length = 1 * (pieces + EOS) - 1, EOS blocked until then.
-FORCED = DecodeSettings(beam=4, alpha=0.6, max_len_a=1.0, max_len_b=-1, min_len=10**6)
 
 
 def bench_decoding(quick: bool) -> dict:
@@ -322,7 +309,7 @@ def decoding_shapes(quick: bool, max_tokens: int) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="narrow layers and short steps")
     parser.add_argument("--shapes", nargs="+", default=["base", "big"], choices=["base", "big"])
@@ -335,7 +322,11 @@ def main(argv: list[str] | None = None) -> int:
         help="source tokens per batch of the newstest-sized decode (default: 8192, the GPU bench's)",
     )
     parser.add_argument("--out", default=str(result_path("host_reads_per_step")))
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
     result = {
         "bench": "host",
@@ -358,10 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"decode: {json.dumps(result['decoding'])}", file=sys.stderr, flush=True)
     result["decoding_shapes"] = decoding_shapes(args.quick, args.decode_max_tokens)
     print(f"decoding shapes: {json.dumps(result['decoding_shapes'])}", file=sys.stderr, flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {out}", file=sys.stderr)
+    write_result(args.out, result)
     return 0
 
 

@@ -1,9 +1,9 @@
 """CPU training steps with and without ``host_memory.keep_freed_memory``, in alternating processes.
 
 The setting is process-wide (glibc's malloc), so each measurement is a fresh process: the
-Multi30k shape (``bench_train.SHAPES["multi30k"]``), 2000 target tokens a step (as
+Multi30k shape (``shapes.SHAPES["multi30k"]``), 2000 target tokens a step (as
 config/multi30k.yaml), bf16 autocast where this CPU computes it natively (else fp32),
-``--threads`` threads, on ``bench_train``'s synthetic corpus. Each process trains
+``--threads`` threads, on ``train_runners``' synthetic corpus. Each process trains
 ``--warmup`` steps, then ``--steps`` timed ones, and reports target tokens per second and the
 minor page faults and the CPU time (kernel and user, all threads) per timed step
 (``getrusage``): page faults are the kernel's work, so its time shows their cost where the
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import torch
 
-from bench.bench_checks import cpu_model
-from bench.bench_train import SHAPES, Ours, synthetic_corpus
-from bench.hardware import result_path
+from bench.lib.hardware import cpu_model, result_path, write_result
+from bench.lib.shapes import SHAPES
+from bench.lib.train_runners import Ours, synthetic_corpus, train_settings
 from transformer_core.device import cpu_has_native_bf16
 from transformer_core.model.config import model_config
 from transformer_core.training.host_memory import keep_freed_memory
@@ -50,9 +50,9 @@ def measure(setting: str, threads: int, warmup: int, steps: int) -> dict:
     cfg = model_config("base", **shape)
     with tempfile.TemporaryDirectory() as tmp:
         dataset = synthetic_corpus(Path(tmp) / "train", shape["vocab_size"], 20000)
-        runner = Ours(
-            cfg, dataset, torch.device("cpu"), precision, TOKENS_PER_STEP, TOKENS_PER_STEP
-        )
+        runner = Ours(cfg, dataset, torch.device("cpu"), train_settings(
+            precision, TOKENS_PER_STEP, TOKENS_PER_STEP
+        ))  # fmt: skip
         for _ in range(warmup):
             runner.step()
         before = resource.getrusage(resource.RUSAGE_SELF)
@@ -73,18 +73,8 @@ def measure(setting: str, threads: int, warmup: int, steps: int) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=25)
-    parser.add_argument("--child", choices=SETTINGS, help=argparse.SUPPRESS)
-    parser.add_argument("--out", default=str(result_path("training_freed_memory")))
-    args = parser.parse_args()
-    if args.child:
-        print(json.dumps(measure(args.child, args.threads, args.warmup, args.steps)))
-        return
+def alternating_rounds(args: argparse.Namespace) -> dict[str, list[dict]]:
+    """``--rounds`` rounds of a fresh process per setting, in turn: each one's measurement."""
     runs: dict[str, list[dict]] = {setting: [] for setting in SETTINGS}
     for _ in range(args.rounds):
         for setting in SETTINGS:
@@ -95,19 +85,38 @@ def main() -> None:
             row = json.loads(output.stdout.splitlines()[-1])
             print(row, flush=True)
             runs[setting].append(row)
-    summary = {
-        setting: {
-            key: statistics.median(row[key] for row in rows)
-            for key in (
-                "tgt_tokens_per_s",
-                "page_faults_per_step",
-                "system_ms_per_step",
-                "user_ms_per_step",
-                "peak_rss_mib",
-            )
-        }
+    return runs
+
+
+def medians(runs: dict[str, list[dict]]) -> dict[str, dict]:
+    """Each setting's median of every measured quantity over its rounds."""
+    keys = (
+        "tgt_tokens_per_s",
+        "page_faults_per_step",
+        "system_ms_per_step",
+        "user_ms_per_step",
+        "peak_rss_mib",
+    )
+    return {
+        setting: {key: statistics.median(row[key] for row in rows) for key in keys}
         for setting, rows in runs.items()
     }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=25)
+    parser.add_argument("--child", choices=SETTINGS, help=argparse.SUPPRESS)
+    parser.add_argument("--out", default=str(result_path("training_freed_memory")))
+    args = parser.parse_args()
+    if args.child:  # one measurement, its line read by the parent
+        print(json.dumps(measure(args.child, args.threads, args.warmup, args.steps)))
+        return
+    runs = alternating_rounds(args)
+    summary = medians(runs)
     kept, default = summary["kept"], summary["default"]
     result = {
         "cpu": cpu_model(),
@@ -123,11 +132,7 @@ def main() -> None:
         "rounds": runs,
     }
     print(json.dumps(result["median"]), "kept / default:", result["kept_over_default"])
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(out)
+    write_result(args.out, result, indent=2)
 
 
 if __name__ == "__main__":

@@ -41,17 +41,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
-from bench.hardware import result_path
-from bench.learning_variants import (
+from bench.lib.hardware import result_path, write_result
+from bench.lib.learning_variants import (
     CHECKPOINT_INTERVAL,
     ROOT,
     STEPS,
@@ -63,14 +61,10 @@ from bench.learning_variants import (
     variant_name,
     worker,
 )
-from bench.shared_data import SHARED_DATA
+from bench.lib.shared_data import SHARED_DATA
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["worker"]:
-        worker(json.loads(argv[1]))
-        return 0
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -145,14 +139,14 @@ def main(argv: list[str] | None = None) -> int:
     if "peer" in args.variants and args.peer_script is None:
         parser.error("the peer variant needs --peer-script (the peer's multi30k_peer.py)")
     args.extra = args.extra or args.data.parent / "extra"
-    if args.make_extra:
-        make_extra(args)
-    base_model, base_train = scale_settings(args.config)
-    base_train["checkpoint_interval"] = args.checkpoint_interval
-    started = time.perf_counter()
+    return args
+
+
+def report_header(args: argparse.Namespace, base_model: dict, base_train: dict) -> dict:
+    """The report before any variant: what ran, where, and the settings every variant starts from."""
     import torch
 
-    report = {
+    return {
         "what": "Multi30k EN-DE, the multi30k scale's base model and variants beside the HF Marian peer",
         "steps": args.steps,
         "device": args.device,
@@ -170,7 +164,14 @@ def main(argv: list[str] | None = None) -> int:
         "base_train": base_train,
         "results": [],
     }
-    lock = threading.Lock()
+
+
+def run_variants(
+    args: argparse.Namespace, report: dict, base_model: dict, base_train: dict
+) -> None:
+    """Every variant of ``--variants``, ``--parallel`` at once, each one's row added to
+    ``report`` and the file written as it finishes, so that a cut-off run keeps what it did."""
+    started, lock = time.perf_counter(), threading.Lock()
 
     def one(name: str) -> None:
         try:
@@ -187,25 +188,29 @@ def main(argv: list[str] | None = None) -> int:
             ),
             flush=True,
         )
-        with (
-            lock
-        ):  # the file is complete after every variant, so a cut-off run keeps what it finished
+        with lock:
             report["results"].append(result)
             report["wall_seconds"] = round(time.perf_counter() - started, 1)
-            write_json(args.out, report)
+            write_result(args.out, report, quiet=True)
 
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
         list(pool.map(one, args.variants))
-    print(f"wrote {args.out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["worker"]:
+        worker(json.loads(argv[1]))
+        return 0
+    args = parse_args(argv)
+    if args.make_extra:
+        make_extra(args)
+    base_model, base_train = scale_settings(args.config)
+    base_train["checkpoint_interval"] = args.checkpoint_interval
+    report = report_header(args, base_model, base_train)
+    run_variants(args, report, base_model, base_train)
+    write_result(args.out, report)
     return 1 if any("error" in r for r in report["results"]) else 0
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write ``path`` through a temporary file and a rename: never half-written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def make_extra(args: argparse.Namespace) -> None:

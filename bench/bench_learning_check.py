@@ -21,7 +21,8 @@ last-quarter NLL. Rule 2' replaced rule 2 (the mean curve within the seeds' min-
 outside it by at most its width), whose unit shrinks to nothing where the seeds happen to
 agree (docs/gpu.md, "The learning check"); that band's excursion is still reported.
 
-``seed_band_check`` is the criterion, a pure function (tests/unit/test_learning_check.py).
+``seed_band_check`` is the criterion, a pure function (``bench.lib.learning_check``;
+tests/unit/test_learning_check.py).
 The broken candidates, label smoothing off and the learning rate doubled, show that it fails.
 
     python -m bench.bench_learning_check [--steps 1000] [--seeds 1 2 3 4 5] \
@@ -37,26 +38,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
 import sys
 import tempfile
-import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
-from bench.bench_shapes import LEARNING_VOCABULARY, nll_curve, reversal_corpus
-from bench.bench_train import SHAPES
-from bench.hardware import code_fingerprint, description, result_path, write_result
+from bench.lib.hardware import code_fingerprint, description, result_path, write_result
+from bench.lib.learning_check import seed_band_check
+from bench.lib.reversal import (
+    LEARNING_VOCABULARY,
+    reversal_config,
+    reversal_corpus,
+    task_name,
+    train_curve,
+)
 from transformer_core.device import autocast_dtype, choose_attention_backends, cpu_has_native_bf16
 from transformer_core.errors import UserError
-from transformer_core.model.config import model_config
 from transformer_core.settings import TrainSettings
 from transformer_core.training.distributed import DistContext
-from transformer_core.training.random_state import seed_everything
-from transformer_core.training.step import Trainer
 
 # Paths a candidate may name: (batch shapes, compile, compute weights); the precision is the
 # device's (``--precision``).
@@ -71,140 +72,12 @@ PATHS = {
 # setting, or ``lr_factor`` times the reference's learning rate.
 BROKEN = {"no_label_smoothing": {"label_smoothing": 0.0}, "lr_doubled": {"lr_factor": 2.0}}
 
-
-# Rule 2': the candidate's mean curve, at each interval, differs from the reference's mean by
-# at most LIMIT standard errors, the noise unit floored by the reference's RMS spread.
-FAMILY_ALPHA = 0.05  # the chance that a path learning as the reference does fails rule 2'
-GATE_WIDTHS = 5.0  # the reference's fall, in its last-quarter sds, below which a check is void
-
-
-def last_quarter(curve: list[float]) -> float:
-    """The mean of a curve's last quarter of intervals (at least one)."""
-    tail = curve[-max(1, len(curve) // 4) :]
-    return sum(tail) / len(tail)
-
-
-def z_limit(intervals: int, alpha: float = FAMILY_ALPHA) -> float:
-    """The two-sided normal quantile Phi^-1(1 - alpha / (2K)) for K intervals (Bonferroni):
-    2.87 for 12 intervals, 3.02 for 20."""
-    return statistics.NormalDist().inv_cdf(1 - alpha / (2 * intervals))
-
-
-def noise_check(reference: list[list[float]], candidate: list[list[float]]) -> dict:
-    """Rule 2': the largest |z| over intervals of the candidate's mean curve against the
-    reference's, z_i = (m_cand,i - m_ref,i) / (sigma_i sqrt(1/n_ref + 1/n_cand)), sigma_i the
-    reference seeds' sd at i floored by their RMS sd over all intervals; within ``z_limit``."""
-    intervals, n_ref, n_cand = len(reference[0]), len(reference), len(candidate)
-    sds = [statistics.stdev(curve[i] for curve in reference) for i in range(intervals)]
-    floor = math.sqrt(sum(sd * sd for sd in sds) / intervals)
-    worst = {"z": 0.0, "interval": None}
-    for i, sd in enumerate(sds):
-        unit = max(sd, floor) * math.sqrt(1 / n_ref + 1 / n_cand)
-        gap = statistics.fmean(c[i] for c in candidate) - statistics.fmean(c[i] for c in reference)
-        z = gap / unit if unit > 0 else (math.inf if gap else 0.0)
-        if abs(z) > abs(worst["z"]):
-            worst = {"z": round(z, 3), "interval": i + 1}
-    limit = z_limit(intervals)
-    return {"within": abs(worst["z"]) <= limit, "largest_z": worst, "z_limit": round(limit, 3),
-            "noise_floor": round(floor, 5)}  # fmt: skip
-
-
-def band_excursion(reference: list[list[float]], candidate: list[list[float]]) -> dict:
-    """The former rule 2, reported beside rule 2': how far the candidate's mean curve leaves
-    the reference seeds' band (minimum to maximum), in band widths, at its worst interval."""
-    worst = {"excess_over_width": 0.0, "interval": None}
-    for i in range(len(reference[0])):
-        values = [curve[i] for curve in reference]
-        lo, hi = min(values), max(values)
-        mean = statistics.fmean(curve[i] for curve in candidate)
-        outside = max(lo - mean, mean - hi, 0.0)
-        excess = outside / (hi - lo) if hi > lo else (math.inf if outside else 0.0)
-        if excess > worst["excess_over_width"]:
-            worst = {"excess_over_width": round(excess, 3), "interval": i + 1}
-    return worst
-
-
-def validity(reference: list[list[float]]) -> dict:
-    """The gate: the check is void unless the reference learns far beyond its own noise, its
-    mean first-interval NLL above its mean last-quarter NLL by at least ``GATE_WIDTHS`` sds of
-    the seeds' last-quarter NLL (a reference seed that collapses widens that sd)."""
-    finals = [last_quarter(curve) for curve in reference]
-    fall = statistics.fmean(curve[0] for curve in reference) - statistics.fmean(finals)
-    spread = statistics.stdev(finals)
-    widths = fall / spread if spread > 0 else (math.inf if fall > 0 else 0.0)
-    return {"valid": widths >= GATE_WIDTHS, "fall_in_sds": round(widths, 2)}
-
-
-def seed_band_check(reference: list[list[float]], candidate: list[list[float]]) -> dict:
-    """Whether ``candidate``'s curves (one per seed, each the NLL per log interval) learn as
-    ``reference``'s do (at least 2 seeds), by rules 1 and 2' of the module's docstring, where
-    the gate finds the check valid: ``passes`` True or False, None where void; the numbers each
-    rule compared, and the former rule 2's band excursion beside them."""
-    if len(reference) < 2:
-        raise ValueError("the reference needs at least 2 seeds for a spread")
-    if not candidate:
-        raise ValueError("the candidate needs at least 1 seed")
-    intervals = len(reference[0])
-    if any(len(curve) != intervals for curve in [*reference, *candidate]):
-        raise ValueError("every curve must have the same intervals")
-    finals = [last_quarter(curve) for curve in reference]
-    spread = statistics.stdev(finals)
-    low, high = min(finals) - spread, max(finals) + spread
-    final = statistics.fmean(last_quarter(curve) for curve in candidate)
-    final_ok = low <= final <= high
-    noise, gate = noise_check(reference, candidate), validity(reference)
-    excursion = band_excursion(reference, candidate)
-    return {
-        "passes": (final_ok and noise["within"]) if gate["valid"] else None,
-        "valid": gate["valid"],
-        "reference_fall_in_sds": gate["fall_in_sds"],
-        "last_quarter": round(final, 4),
-        "reference_last_quarter": [round(v, 4) for v in finals],
-        "allowed_last_quarter": [round(low, 4), round(high, 4)],
-        "last_quarter_within": final_ok,
-        "curve_within_noise": noise["within"],
-        "largest_z": noise["largest_z"],
-        "z_limit": noise["z_limit"],
-        "noise_floor": noise["noise_floor"],
-        "curve_within_band": excursion["excess_over_width"] <= 1.0,
-        "largest_excursion": excursion,
-    }
-
-
-# The first steps of a run, timed apart: its warm-up, compilation included.
-WARMUP_STEPS = 5
 # What a reused reference (``--reference-from``) must share with this run, beside the code.
 SHARED = ("device", "shape", "task", "tokens_per_step", "steps", "log_interval", "dropout",
           "lr_scale", "warmup", "reference", "torch")  # fmt: skip
-BENCH_MODULES = ("bench_learning_check.py", "bench_shapes.py", "bench_train.py")
-
-
-def train_curve(
-    cfg, train_cfg: TrainSettings, dataset, ctx: DistContext, seed: int, steps: int, interval: int
-) -> tuple[list[float], dict]:
-    """The NLL per target token every ``interval`` steps of one run (the batches of the
-    sampler's seed, ``train_cfg.seed``; the initial weights and dropout masks of ``seed``), and
-    its times: the whole run, its first ``WARMUP_STEPS`` steps and the mean step after them."""
-    start = time.perf_counter()
-    trainer = Trainer(cfg, train_cfg, ctx, dataset)
-    try:
-        seed_everything(seed)
-        trainer.model.reset_parameters()
-        if trainer.master:
-            trainer.master.refresh()
-        seed_everything(seed + 1_000_003)  # the masks: another stream than the weights'
-        begin, clock = time.perf_counter(), []
-        curve = nll_curve(trainer, steps, interval, clock)
-    finally:
-        trainer.close()
-    warm = min(WARMUP_STEPS, len(clock))
-    after = clock[-1] - clock[warm - 1] if len(clock) > warm else 0.0
-    times = {
-        "seconds": round(time.perf_counter() - start, 2),
-        "warmup_seconds": round(clock[warm - 1] - begin, 3),
-        "step_ms": round(1000 * after / (len(clock) - warm), 2) if after else None,
-    }
-    return curve, times
+BENCH_MODULES = (
+    "bench_learning_check.py", "lib/learning_check.py", "lib/reversal.py", "lib/shapes.py"
+)  # fmt: skip
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -308,11 +181,82 @@ def reused_reference(path: Path, result: dict, seeds: list[int]) -> dict:
     }
 
 
+def path_settings(args: argparse.Namespace, base_train: TrainSettings) -> dict[str, tuple]:
+    """Every path run, by name: its model change and its training settings; the reference and
+    the candidates of ``--candidates``, the reference under bf16 autocast where the device
+    computes bf16 natively and the reference is fp32, and the broken candidates."""
+    runs: dict[str, tuple[dict, TrainSettings]] = {}
+    for name in ["reference", *args.candidates]:
+        shapes, compiled, weights = PATHS[name]
+        runs[name] = ({}, replace(base_train, batch_shapes=shapes, compile=compiled,
+                                  compute_weights=weights))  # fmt: skip
+    native_bf16 = args.device == "cuda" or cpu_has_native_bf16()
+    if base_train.precision == "fp32" and native_bf16:  # what `auto` trains with on this CPU
+        runs["reference_bf16_autocast"] = ({}, replace(runs["reference"][1], precision="bf16"))
+    for name in args.broken:
+        changed = dict(BROKEN[name])
+        train_cfg = runs["reference"][1]
+        lr_scale = train_cfg.lr_scale * changed.pop("lr_factor", 1.0)
+        runs[f"broken_{name}"] = (changed, replace(train_cfg, lr_scale=lr_scale))
+    return runs
+
+
+def header(args: argparse.Namespace, precision: str) -> dict:
+    """The result before any run: the settings a reused reference must share, and the code."""
+    return {
+        "bench": "learning_check", "torch": torch.__version__, "device": args.device,
+        "shape": args.shape, "task": task_name(args.tokens, tuple(args.lengths)),
+        "tokens_per_step": args.tokens,
+        "steps": args.steps, "log_interval": args.interval, "seeds": args.seeds,
+        "dropout": args.dropout, "lr_scale": args.lr_scale, "warmup": args.warmup,
+        "reference": f"eager, exact shapes, {precision}",
+        "code": code_fingerprint(*BENCH_MODULES), "paths": {}, "checks": {},
+    }  # fmt: skip
+
+
+@dataclass
+class Check:
+    """A learning check under way: its options, the task's corpus, the device's context, and
+    the result, written to ``out`` after every seed."""
+
+    args: argparse.Namespace
+    dataset: object
+    ctx: DistContext
+    result: dict
+    out: Path | str
+
+    def run_path(self, name: str, change: dict, train_cfg: TrainSettings) -> None:
+        """Train path ``name`` (``change``: its model's) with every seed, then judge it
+        against the reference."""
+        args, result = self.args, self.result
+        cfg = reversal_config(args.shape, args.dropout, **change)
+        record = result["paths"][name] = {
+            "batch_shapes": train_cfg.batch_shapes, "compile": train_cfg.compile,
+            "precision": train_cfg.precision, "compute_weights": train_cfg.compute_weights,
+            "lr_scale": train_cfg.lr_scale, "label_smoothing": cfg.label_smoothing,
+            "curves": [], "seed_times": [], "seconds": 0.0,
+        }  # fmt: skip
+        for seed in args.seeds:
+            curve, times = train_curve(
+                cfg, train_cfg, self.dataset, self.ctx, seed, args.steps, args.interval
+            )
+            record["curves"].append(curve)
+            record["seed_times"].append({"seed": seed, **times})
+            record["seconds"] = round(record["seconds"] + times["seconds"], 1)
+            print(name, seed, curve[-3:], times, flush=True)
+            # After each seed: a run stopped at a deadline keeps every seed it finished.
+            write_result(self.out, result)
+        if name != "reference":
+            reference = result["paths"]["reference"]["curves"]
+            result["checks"][name] = seed_band_check(reference, record["curves"])
+            print(name, json.dumps(result["checks"][name]), flush=True)
+            write_result(self.out, result)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     device = torch.device(args.device)
     precision = args.precision or ("bf16" if device.type == "cuda" else "fp32")
-    sizes = {} if args.shape == "base" else SHAPES[args.shape]
     ctx = DistContext(0, 0, 1, device, owns_group=False)
     choose_attention_backends(device)
     try:
@@ -323,29 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         autocast_dtype(device, precision)  # bf16 where the device cannot: before any run
     except UserError as error:  # a bad --tokens, --warmup, --lr-scale or --precision: named
         usage_error(str(error))
-    runs: dict[str, tuple[dict, TrainSettings]] = {}
-    for name in ["reference", *args.candidates]:
-        shapes, compiled, weights = PATHS[name]
-        runs[name] = ({}, replace(base_train, batch_shapes=shapes, compile=compiled,
-                                  compute_weights=weights))  # fmt: skip
-    native_bf16 = device.type == "cuda" or cpu_has_native_bf16()
-    if precision == "fp32" and native_bf16:  # what `auto` trains with on this CPU
-        runs["reference_bf16_autocast"] = ({}, replace(runs["reference"][1], precision="bf16"))
-    for name in args.broken:
-        changed = dict(BROKEN[name])
-        train_cfg = runs["reference"][1]
-        lr_scale = train_cfg.lr_scale * changed.pop("lr_factor", 1.0)
-        runs[f"broken_{name}"] = (changed, replace(train_cfg, lr_scale=lr_scale))
-
-    result: dict = {
-        "bench": "learning_check", "torch": torch.__version__, "device": args.device,
-        "shape": args.shape, "task": f"reversal, {20 * args.tokens:,} pairs of "
-        f"{args.lengths[0]}-{args.lengths[1]} tokens", "tokens_per_step": args.tokens,
-        "steps": args.steps, "log_interval": args.interval, "seeds": args.seeds,
-        "dropout": args.dropout, "lr_scale": args.lr_scale, "warmup": args.warmup,
-        "reference": f"eager, exact shapes, {precision}",
-        "code": code_fingerprint(*BENCH_MODULES), "paths": {}, "checks": {},
-    }  # fmt: skip
+    runs = path_settings(args, base_train)
+    result = header(args, precision)
     out = args.out or result_path("learning_check", args.device)
     if args.reference_from:
         try:
@@ -356,34 +279,10 @@ def main(argv: list[str] | None = None) -> int:
         dataset = reversal_corpus(
             Path(tmp) / "reversal", LEARNING_VOCABULARY, 20 * args.tokens, tuple(args.lengths)
         )
+        check = Check(args, dataset, ctx, result, out)
         for name, (model_change, train_cfg) in runs.items():
-            if name in result["paths"]:  # the reused reference
-                continue
-            cfg = model_config(
-                "base", **{**sizes, "vocab_size": LEARNING_VOCABULARY, "dropout": args.dropout},
-                **model_change,
-            )  # fmt: skip
-            record = result["paths"][name] = {
-                "batch_shapes": train_cfg.batch_shapes, "compile": train_cfg.compile,
-                "precision": train_cfg.precision, "compute_weights": train_cfg.compute_weights,
-                "lr_scale": train_cfg.lr_scale, "label_smoothing": cfg.label_smoothing,
-                "curves": [], "seed_times": [], "seconds": 0.0,
-            }  # fmt: skip
-            for seed in args.seeds:
-                curve, times = train_curve(
-                    cfg, train_cfg, dataset, ctx, seed, args.steps, args.interval
-                )
-                record["curves"].append(curve)
-                record["seed_times"].append({"seed": seed, **times})
-                record["seconds"] = round(record["seconds"] + times["seconds"], 1)
-                print(name, seed, curve[-3:], times, flush=True)
-                # After each seed: a run stopped at a deadline keeps every seed it finished.
-                write_result(out, result)
-            if name != "reference":
-                reference = result["paths"]["reference"]["curves"]
-                result["checks"][name] = seed_band_check(reference, record["curves"])
-                print(name, json.dumps(result["checks"][name]), flush=True)
-                write_result(out, result)
+            if name not in result["paths"]:  # not the reused reference
+                check.run_path(name, model_change, train_cfg)
     return 0
 
 

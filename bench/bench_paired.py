@@ -15,7 +15,7 @@ outputs are identical.
 
 With ``--checkpoint``: the sentences of ``--source`` sorted by length, in batches of 32
 (``b32``) or in ``translate``'s 4,096-token batches (``tok4096``). Without: ``--shape``
-(``bench_decode.SHAPES``) with random weights and ``bench_ctranslate2``'s 200 random sources,
+(``bench.lib.shapes``) with random weights and ``bench_ctranslate2``'s 200 random sources,
 every output forced to 30 tokens. Beam 4, alpha 0.6, maximum length source + 50, as
 ``bench_ctranslate2``. Writes bench/results/HARDWARE/decode_paired_versions.json (or ``--out``).
 """
@@ -37,19 +37,17 @@ from pathlib import Path
 
 import torch
 
-from bench.bench_checks import cpu_model
-from bench.bench_ctranslate2 import (
+from bench.lib.ctranslate2_runners import (
     BASE_LENGTH,
-    BATCH,
     Batches,
     base_batches,
     our_runner,
     package_module,
 )
-from bench.bench_decode import SHAPES
-from bench.hardware import result_path
+from bench.lib.hardware import cpu_model, result_path, write_result
+from bench.lib.shapes import BATCH, DECODE_SHAPES, decoding_config
 from transformer_core.errors import UserError
-from transformer_core.files import atomic_write_text, check_input_file
+from transformer_core.files import check_input_file
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD = "transformer_core_old"  # the name the --old version is imported under
@@ -101,10 +99,8 @@ def models(args) -> tuple[torch.nn.Module, torch.nn.Module, Batches]:
             groups = make_batches([len(s) + 1 for s in sources], 4096)
         batches = [[sources[i] for i in group] for group in groups]
     else:
-        from transformer_core.model.config import ModelConfig
-
         torch.manual_seed(0)
-        new = new_model.Transformer(ModelConfig(dropout=0.0, **SHAPES[args.shape])).eval()
+        new = new_model.Transformer(decoding_config(args.shape)).eval()
         batches = base_batches(new.cfg.vocab_size)
     old_config = package_module(OLD, "model.config", "config").ModelConfig
     known = {field.name for field in dataclasses.fields(old_config)}  # fields the old version has
@@ -132,14 +128,16 @@ def paired(runners: dict, batches: Batches, rounds: int) -> tuple[dict, dict]:
     return seconds, outputs
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--old", required=True, help="the git revision to compare against")
     parser.add_argument("--checkpoint", help="a trained checkpoint (averaged.pt)")
     parser.add_argument("--spm", help="its sentencepiece model (with --checkpoint)")
     parser.add_argument("--source", help="sentences to translate, one a line (with --checkpoint)")
     parser.add_argument("--batching", choices=["b32", "tok4096"], default="b32")
-    parser.add_argument("--shape", choices=sorted(SHAPES), default="base", help="no --checkpoint")
+    parser.add_argument(
+        "--shape", choices=sorted(DECODE_SHAPES), default="base", help="no --checkpoint"
+    )
     parser.add_argument("--precision", choices=["fp32", "bf16", "int8"], default="fp32")
     parser.add_argument("--rounds", type=int, default=6, help="timed runs of each (default 6)")
     parser.add_argument("--out", default=str(result_path("decode_paired_versions")))
@@ -154,19 +152,14 @@ def main(argv: list[str] | None = None) -> int:
                 check_input_file(getattr(args, flag), f"--{flag}")
     except UserError as err:
         parser.error(str(err))
-    torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as tmp:
-        old_commit = extract_package(args.old, Path(tmp))
-        new, old, batches = models(args)
-        forced = None if args.checkpoint else BASE_LENGTH
-        runners = {
-            "new": our_runner(new, args.precision, forced),
-            "old": our_runner(old, args.precision, forced, package=OLD),
-        }
-        seconds, outputs = paired(runners, batches, args.rounds)
+    return args
+
+
+def summary(args, old_commit: str, batches: Batches, seconds: dict, outputs: dict) -> dict:
+    """The result: every round's seconds and ratio, their medians, identical outputs."""
     ratios = [n / o for n, o in zip(seconds["new"], seconds["old"], strict=True)]
     tokens = {name: sum(len(o) for o in out) for name, out in outputs.items()}
-    result = {
+    return {
         "cpu": cpu_model(),
         "threads": 1,
         "torch": torch.__version__,
@@ -188,11 +181,23 @@ def main(argv: list[str] | None = None) -> int:
             a == b for a, b in zip(outputs["new"], outputs["old"], strict=True)
         ),
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        old_commit = extract_package(args.old, Path(tmp))
+        new, old, batches = models(args)
+        forced = None if args.checkpoint else BASE_LENGTH
+        runners = {
+            "new": our_runner(new, args.precision, forced),
+            "old": our_runner(old, args.precision, forced, package=OLD),
+        }
+        seconds, outputs = paired(runners, batches, args.rounds)
+    result = summary(args, old_commit, batches, seconds, outputs)
     print(json.dumps({k: v for k, v in result.items() if k != "seconds"}, indent=1))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_result(args.out, result, indent=2)
     return 0
 
 

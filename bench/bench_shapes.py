@@ -45,22 +45,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.bench_train import SHAPES
-from bench.hardware import result_path, write_result
+from bench.lib.hardware import result_path, write_result
+from bench.lib.reversal import ReversalRun, learning_report
 from transformer_core.data.batching import TokenBucketSampler, padding_stats
-from transformer_core.data.binarized import BinarizedWriter
-from transformer_core.data.dataset import ParallelDataset
-from transformer_core.device import choose_attention_backends, cpu_has_native_bf16
-from transformer_core.model.config import model_config
-from transformer_core.settings import TrainSettings
-from transformer_core.training.distributed import DistContext
-from transformer_core.training.step import Trainer
+from transformer_core.device import cpu_has_native_bf16
 
 PAIRS = 4_500_000
 TOKENS_PER_STEP = 25_000
 STEPS = 1_000
 MICRO_BATCHES = (3_125, 12_500, 25_000)
-LEARNING_VOCABULARY = 100  # the reversal task's: learned within a few hundred steps
 
 
 def wmt_like_lengths(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -118,11 +111,13 @@ def warmup_report(precision: str) -> dict:
     inductor cache and again with the cache it left."""
     code = (
         "import sys, time, tempfile, torch; from pathlib import Path; "
-        "from bench import bench_train as b; from bench.train_runners import Ours; "
+        "from bench.lib.shapes import SHAPES; "
+        "from bench.lib.train_runners import Ours, synthetic_corpus, train_settings; "
+        "from transformer_core.model.config import model_config; "
         "torch.set_num_threads(2); start = time.perf_counter(); "
-        "cfg = b.model_config('base', **b.SHAPES['multi30k']); "
-        "ds = b.synthetic_corpus(Path(tempfile.mkdtemp()) / 'c', cfg.vocab_size, sentences=2000); "
-        "ours = Ours(cfg, ds, torch.device('cpu'), sys.argv[1], 1000, 1000, 'on'); "
+        "cfg = model_config('base', **SHAPES['multi30k']); "
+        "ds = synthetic_corpus(Path(tempfile.mkdtemp()) / 'c', cfg.vocab_size, sentences=2000); "
+        "ours = Ours(cfg, ds, torch.device('cpu'), train_settings(sys.argv[1], 1000, 1000, 'on')); "
         "marks = []\n"
         "for _ in range(5):\n"
         "    ours.step(); marks.append(time.perf_counter() - start)\n"
@@ -145,99 +140,7 @@ def warmup_report(precision: str) -> dict:
     return result
 
 
-def reversal_corpus(
-    prefix: Path, vocab_size: int, sentences: int, lengths: tuple[int, int] = (2, 60)
-) -> ParallelDataset:
-    """A learnable synthetic task: each target is its source reversed (lengths log-normal
-    around 15, clipped to ``lengths``: 24 to 31 makes every batch 32 wide, one shape)."""
-    rng = np.random.default_rng(0)
-    lengths = np.clip(rng.lognormal(np.log(15), 0.5, sentences), *lengths).astype(int)
-    with BinarizedWriter(prefix, vocab_size) as writer:
-        for n in lengths:
-            ids = rng.integers(4, vocab_size, n).tolist()
-            writer.add(ids, ids[::-1])
-    return ParallelDataset(prefix)
-
-
-def nll_curve(
-    trainer: Trainer, steps: int, interval: int, clock: list[float] | None = None
-) -> list[float]:
-    """``steps`` training steps of ``trainer``: the NLL per target token of every ``interval``;
-    ``clock`` (a list) gets the time at the end of each step, the device synchronized."""
-    curve, tokens = [], 0
-    for step in range(1, steps + 1):
-        tokens += trainer.train_step().tgt_tokens
-        if clock is not None:
-            if trainer.ctx.device.type == "cuda":
-                torch.cuda.synchronize(trainer.ctx.device)
-            clock.append(time.perf_counter())
-        if step % interval == 0:
-            curve.append(round(trainer.interval_sums()[1] / tokens, 4))
-            tokens = 0
-    return curve
-
-
-def learning_report(
-    steps: int,
-    interval: int,
-    variants: list[tuple[str, str, str]],
-    workdir: Path,
-    shape: str = "tiny",
-    device: str = "cpu",
-    tokens: int = 1000,
-    lengths: tuple[int, int] = (2, 60),
-    dropout: float = 0.1,
-) -> dict:
-    """The loss curves (NLL per target token, per log interval) of ``shape`` on the reversal
-    task, fixed shapes all, for each of ``variants`` ((eager, reseeded or compiled, precision,
-    compute weights); the first is the reference), and each one's largest relative gap to the
-    reference. The same initial weights and batches; compiled code draws other dropout masks
-    (inductor's own generator), eager code the reference's, and reseeded code (eager) masks
-    from another seed: its gap is what other masks alone move the curve, the floor for
-    compiled code's. With ``dropout`` 0 there are no masks: the paths differ in arithmetic
-    alone. On CUDA, compiled code runs as CUDA graphs."""
-    sizes = {} if shape == "base" else SHAPES[shape]
-    cfg = model_config("base", **{**sizes, "vocab_size": LEARNING_VOCABULARY, "dropout": dropout})
-    dataset = reversal_corpus(workdir / "reversal", cfg.vocab_size, 20 * tokens, lengths)
-    ctx = DistContext(0, 0, 1, torch.device(device), owns_group=False)
-    choose_attention_backends(ctx.device)  # as training does: cuDNN's attention left out
-    curves: dict[str, dict] = {}
-    for kind, dtype, weights in variants:
-        name = f"{kind} {dtype}" + (" weights" if weights == "bf16" else "")
-        name = name.replace("reseeded", "eager") + (", other masks" if kind == "reseeded" else "")
-        if name in curves:
-            continue
-        train_cfg = TrainSettings(
-            max_tokens=tokens, tokens_per_step=tokens, warmup=100, lr_scale=0.3,
-            precision=dtype, compile="on" if kind == "compiled" else "off",
-            batch_shapes="fixed", device=device, compute_weights=weights,
-        )  # fmt: skip
-        trainer = Trainer(cfg, train_cfg, ctx, dataset)
-        if kind == "reseeded":  # dropout's generator only: the batches have a sampler's own
-            torch.manual_seed(train_cfg.seed + 1)
-        start = time.perf_counter()
-        try:
-            curve = nll_curve(trainer, steps, interval)
-        finally:
-            trainer.close()
-        reference = next(iter(curves.values()), {"nll_per_token": curve})["nll_per_token"]
-        gap = max(abs(y - x) / x for x, y in zip(reference, curve, strict=True))
-        curves[name] = {
-            "nll_per_token": curve,
-            "largest_relative_gap": round(gap, 4),
-            "seconds": round(time.perf_counter() - start, 1),
-        }
-        print(name, json.dumps(curves[name]), flush=True)
-    return {
-        "shape": shape, "vocab_size": LEARNING_VOCABULARY, "device": device,
-        "task": f"reversal, {20 * tokens:,} pairs of {lengths[0]}-{lengths[1]} tokens",
-        "tokens_per_step": tokens, "lr_scale": 0.3, "dropout": dropout, "steps": steps,
-        "log_interval": interval,
-        "reference": " ".join(variants[0][:2]), "curves": curves,
-    }  # fmt: skip
-
-
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pairs", type=int, default=PAIRS, help="corpus pairs (default: 4.5M)")
     parser.add_argument(
@@ -282,7 +185,23 @@ def main() -> int:
     parser.add_argument(
         "--out", default=None, help="default: bench/results/HARDWARE/batch_shapes.json"
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def learning_variants(device: str) -> list[tuple[str, str, str]]:
+    """The learning runs' paths, (kind, precision, compute weights), the reference first:
+    CUDA's eager bf16 autocast, or the CPU's fp32, then the rest the device computes."""
+    if device == "cuda":
+        return [("eager", "bf16", "fp32"), ("reseeded", "bf16", "fp32"),
+                ("compiled", "bf16", "fp32"), ("compiled", "bf16", "bf16")]  # fmt: skip
+    native = [("bf16", "fp32"), ("bf16", "bf16")] if cpu_has_native_bf16() else []
+    return [("eager", "fp32", "fp32"), ("reseeded", "fp32", "fp32")] + [
+        (kind, *p) for kind in ("eager", "compiled") for p in [("fp32", "fp32"), *native]
+    ]
+
+
+def main() -> int:
+    args = parse_args()
     result = {
         "bench": "batch_shapes",
         "torch": torch.__version__,
@@ -294,20 +213,14 @@ def main() -> int:
         "learning": None,
     }
     if args.learning:
-        if args.learning_device == "cuda":
-            variants = [("eager", "bf16", "fp32"), ("reseeded", "bf16", "fp32"),
-                        ("compiled", "bf16", "fp32"), ("compiled", "bf16", "bf16")]  # fmt: skip
-        else:
-            native = [("bf16", "fp32"), ("bf16", "bf16")] if cpu_has_native_bf16() else []
-            variants = [("eager", "fp32", "fp32"), ("reseeded", "fp32", "fp32")] + [
-                (kind, *p) for kind in ("eager", "compiled") for p in [("fp32", "fp32"), *native]
-            ]
+        run = ReversalRun(
+            args.learning, 50, args.learning_shape, args.learning_device, args.learning_tokens,
+            tuple(args.learning_lengths), args.learning_dropout,
+        )  # fmt: skip
         with tempfile.TemporaryDirectory() as tmp:
             result["learning"] = learning_report(
-                args.learning, 50, variants, Path(tmp), args.learning_shape,
-                args.learning_device, args.learning_tokens, tuple(args.learning_lengths),
-                args.learning_dropout,
-            )  # fmt: skip
+                run, learning_variants(args.learning_device), Path(tmp)
+            )
     if args.warmup:
         precisions = ["fp32"] + (["bf16"] if cpu_has_native_bf16() else [])
         result["warmup"] = [warmup_report(p) for p in precisions]

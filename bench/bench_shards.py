@@ -11,11 +11,11 @@ shards of a stage at the same time (as Snakemake runs them with ``--cores N``)::
 It measures:
 
 1. pairs/s of split + prepare + binarize + merge (+ report) with 1 shard and with
-   2 shards on the same ``--pairs`` corpus (the speed-up; the issue's goal on a
+   2 shards on the same ``--pairs`` corpus (the speed-up; the goal on a
    2-core machine is 1.8x). spm train runs once per corpus (its sample is bounded
    and does not depend on the shards) and is reported on its own.
 2. The peak RSS of every process of every stage (its VmHWM), with 1 shard, at
-   ``--small-pairs`` and at ``--pairs``: streaming stages hold it flat (the issue:
+   ``--small-pairs`` and at ``--pairs``: streaming stages hold it flat (the goal:
    within 10%).
 3. A projection for WMT14 EN-FR (36M pairs, ``pairs.en_fr.shards`` of
    config/config.yaml) on 8 and 32 cores: each stage's time as process start +
@@ -38,7 +38,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -47,8 +46,8 @@ from pathlib import Path
 
 import yaml
 
-from bench.hardware import result_path
-from bench.shard_corpus import generate
+from bench.lib.hardware import machine, result_path, write_result
+from bench.lib.shard_corpus import generate
 from transformer_core.data import shards
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,6 +97,25 @@ def cli(*args: object) -> list[str]:
     return [sys.executable, "-c", CHILD, *map(str, args)]
 
 
+def prepare_commands(raw: tuple[Path, Path], index: Path, prepared: dict, count: int) -> list:
+    """``prepare`` of each shard (``prepared``: its name's source, target and report files)."""
+    return [
+        cli("prepare", "--src-in", raw[0], "--tgt-in", raw[1], "--shard-index", index,
+            "--shard", i, "--shards", count, "--src-out", files[0], "--tgt-out", files[1],
+            "--report", files[2], "--src-lang", "en", "--tgt-lang", "fr")
+        for i, files in enumerate(prepared.values())
+    ]  # fmt: skip
+
+
+def binarize_commands(spm: Path, prepared: dict, work: Path) -> list:
+    """``binarize`` of each prepared shard, one thread each, into ``work/bin``."""
+    return [
+        cli("binarize", "--spm", spm, "--src", files[0], "--tgt", files[1],
+            "--out-prefix", work / "bin" / name, "--threads", 1)
+        for name, files in prepared.items()
+    ]  # fmt: skip
+
+
 def pipeline(
     raw: tuple[Path, Path],
     count: int,
@@ -109,102 +127,36 @@ def pipeline(
     """The data rules for ``count`` shards; per stage results, and the spm model used
     (trained here when ``spm`` is None)."""
     work.mkdir(parents=True)
-    index = work / "index.json"
+    index, logs = work / "index.json", work / "logs"
     names = [shards.name(i, count) for i in range(count)]
     prepared = {n: (work / f"{n}.src", work / f"{n}.tgt", work / f"{n}.report.json") for n in names}
     stages = {}
     stages["split"] = run_parallel(
         [cli("shards", "split", "--src", raw[0], "--tgt", raw[1], "--shards", count, "--out", index)],
-        work / "logs" / "split",
+        logs / "split",
     )  # fmt: skip
     stages["prepare"] = run_parallel(
-        [
-            cli(
-                "prepare",
-                "--src-in",
-                raw[0],
-                "--tgt-in",
-                raw[1],
-                "--shard-index",
-                index,
-                "--shard",
-                i,
-                "--shards",
-                count,
-                "--src-out",
-                prepared[n][0],
-                "--tgt-out",
-                prepared[n][1],
-                "--report",
-                prepared[n][2],
-                "--src-lang",
-                "en",
-                "--tgt-lang",
-                "fr",
-            )  # fmt: skip
-            for i, n in enumerate(names)
-        ],
-        work / "logs" / "prepare",
+        prepare_commands(raw, index, prepared, count), logs / "prepare"
     )
     report = work / "train.report.json"
     stages["report"] = run_parallel(
         [cli("shards", "report", "--reports", *(prepared[n][2] for n in names), "--out", report)],
-        work / "logs" / "report",
+        logs / "report",
     )
     if spm is None:
         spm = work / "spm.model"
         texts = [prepared[n][0] for n in names] + [prepared[n][1] for n in names]
         stages["spm_train"] = run_parallel(
-            [
-                cli(
-                    "spm",
-                    "train",
-                    "--input",
-                    *texts,
-                    "--vocab-size",
-                    vocab_size,
-                    "--sample-size",
-                    sample_size,
-                    "--model-prefix",
-                    work / "spm",
-                )
-            ],  # fmt: skip
-            work / "logs" / "spm_train",
-        )
-    stages["binarize"] = run_parallel(
-        [
-            cli(
-                "binarize",
-                "--spm",
-                spm,
-                "--src",
-                prepared[n][0],
-                "--tgt",
-                prepared[n][1],
-                "--out-prefix",
-                work / "bin" / n,
-                "--threads",
-                1,
-            )  # fmt: skip
-            for n in names
-        ],
-        work / "logs" / "binarize",
-    )
+            [cli("spm", "train", "--input", *texts, "--vocab-size", vocab_size,
+                 "--sample-size", sample_size, "--model-prefix", work / "spm")],
+            logs / "spm_train",
+        )  # fmt: skip
+    stages["binarize"] = run_parallel(binarize_commands(spm, prepared, work), logs / "binarize")
     stages["merge"] = run_parallel(
-        [
-            cli(
-                "shards",
-                "merge",
-                "--parts",
-                *(work / "bin" / n for n in names),
-                "--out-prefix",
-                work / "train",
-                "--prepare-report",
-                report,
-            )
-        ],  # fmt: skip
-        work / "logs" / "merge",
-    )
+        [cli("shards", "merge", "--parts", *(work / "bin" / n for n in names),
+             "--out-prefix", work / "train", "--prepare-report", report)],
+        logs / "merge",
+    )  # fmt: skip
     counts = json.loads(report.read_text())
     for stage in stages.values():
         stage["pairs_per_second"] = counts["pairs_in"] / stage["seconds"]
@@ -277,7 +229,7 @@ def memory(small: dict, large: dict) -> dict:
     return out
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -294,41 +246,38 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=result_path("data_shards"))
     args = parser.parse_args()
     quick = args.quick
-    pairs = args.pairs or (20_000 if quick else 2_000_000)
-    small = args.small_pairs or (5_000 if quick else 500_000)
-    vocab = args.vocab_size or (1000 if quick else 32_000)
-    sample = args.spm_sample_size or (8_000 if quick else 200_000)
-    en_fr = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["pairs"]["en_fr"]
-    results: dict = {
-        "benchmark": "bench_shards",
-        "mode": "quick" if quick else "full",
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
-        "settings": {
-            "pairs": pairs,
-            "small_pairs": small,
-            "vocab_size": vocab,
-            "spm_sample_size": sample,
-        },  # fmt: skip
-    }
+    args.pairs = args.pairs or (20_000 if quick else 2_000_000)
+    args.small_pairs = args.small_pairs or (5_000 if quick else 500_000)
+    args.vocab_size = args.vocab_size or (1000 if quick else 32_000)
+    args.spm_sample_size = args.spm_sample_size or (8_000 if quick else 200_000)
+    return args
+
+
+def corpora(tmp: Path, pairs: int, small: int) -> tuple[tuple[Path, Path], tuple[Path, ...]]:
+    """The generated corpus of ``pairs`` pairs, and its first ``small`` pairs beside it."""
+    (tmp / "large").mkdir()
+    raw = generate(tmp / "large", pairs)
+    (tmp / "small").mkdir()
+    small_raw = tuple(tmp / "small" / path.name for path in raw)
+    for path, head in zip(raw, small_raw, strict=True):  # the first small-pairs lines
+        with open(path, encoding="utf-8") as source, open(head, "w", encoding="utf-8") as out:
+            out.writelines(line for _, line in zip(range(small), source, strict=False))
+    return raw, small_raw
+
+
+def measure(args: argparse.Namespace, results: dict) -> None:
+    """The three pipelines (the small corpus on 1 shard, the large on 1 and on 2) into
+    ``results``, with the corpus's generation and whether 1 and 2 shards wrote the same bytes."""
+    pairs, vocab, sample = args.pairs, args.vocab_size, args.spm_sample_size
     with tempfile.TemporaryDirectory(dir=args.tmp, prefix="bench_shards.") as tmp_name:
         tmp = Path(tmp_name)
         start = time.perf_counter()
-        (tmp / "large").mkdir()
-        raw = generate(tmp / "large", pairs)
-        (tmp / "small").mkdir()
-        small_raw = tuple(tmp / "small" / path.name for path in raw)
-        for path, head in zip(raw, small_raw, strict=True):  # the first small-pairs lines
-            with open(path, encoding="utf-8") as source, open(head, "w", encoding="utf-8") as out:
-                out.writelines(line for _, line in zip(range(small), source, strict=False))
+        raw, small_raw = corpora(tmp, pairs, args.small_pairs)
         results["generate_seconds"] = time.perf_counter() - start
         results["text_bytes"] = sum(path.stat().st_size for path in raw)
         print(f"generated {pairs} pairs in {results['generate_seconds']:.0f} s", file=sys.stderr)
         small_run, _ = pipeline(small_raw, 1, tmp / "small_1", None, vocab, sample)
-        print(f"{small} pairs, 1 shard: done", file=sys.stderr)
+        print(f"{args.small_pairs} pairs, 1 shard: done", file=sys.stderr)
         one, spm = pipeline(raw, 1, tmp / "large_1", None, vocab, sample)
         print(f"{pairs} pairs, 1 shard: {one['pairs_per_second']:.0f} pairs/s", file=sys.stderr)
         two, _ = pipeline(raw, 2, tmp / "large_2", spm, vocab, sample)
@@ -341,13 +290,12 @@ def main() -> int:
     results["runs"] = {"small_1_shard": small_run, "large_1_shard": one, "large_2_shards": two}
     results["speedup_2_shards"] = two["pairs_per_second"] / one["pairs_per_second"]
     results["binarized_bytes_identical_1_vs_2_shards"] = identical
-    results["peak_rss"] = memory(small_run, one)
-    results["projection_wmt14_en_fr"] = projection(
-        small_run, one, two, en_fr.get("shards", shards.UNKNOWN_SIZE_SHARDS)
-    )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    summary = {
+
+
+def summary(results: dict) -> dict:
+    """What the run found, in a few numbers: the speed-up, peak RSS ratios, the projection."""
+    one, two = results["runs"]["large_1_shard"], results["runs"]["large_2_shards"]
+    return {
         "speedup_2_shards": results["speedup_2_shards"],
         "pairs_per_second": {
             "1_shard": one["pairs_per_second"],
@@ -358,10 +306,33 @@ def main() -> int:
             f"{c}_cores": results["projection_wmt14_en_fr"][f"{c}_cores"]["minutes"]
             for c in PROJECTED_CORES
         },
-        "identical": identical,
+        "identical": results["binarized_bytes_identical_1_vs_2_shards"],
     }
-    print(json.dumps(summary, indent=2))
-    print(f"written to {args.out}", file=sys.stderr)
+
+
+def main() -> int:
+    args = parse_args()
+    en_fr = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["pairs"]["en_fr"]
+    results: dict = {
+        "benchmark": "bench_shards",
+        "mode": "quick" if args.quick else "full",
+        "machine": machine(),
+        "settings": {
+            "pairs": args.pairs,
+            "small_pairs": args.small_pairs,
+            "vocab_size": args.vocab_size,
+            "spm_sample_size": args.spm_sample_size,
+        },  # fmt: skip
+    }
+    measure(args, results)
+    runs = results["runs"]
+    results["peak_rss"] = memory(runs["small_1_shard"], runs["large_1_shard"])
+    results["projection_wmt14_en_fr"] = projection(
+        runs["small_1_shard"], runs["large_1_shard"], runs["large_2_shards"],
+        en_fr.get("shards", shards.UNKNOWN_SIZE_SHARDS),
+    )  # fmt: skip
+    write_result(args.out, results, indent=2)
+    print(json.dumps(summary(results), indent=2))
     return 0
 
 

@@ -7,7 +7,7 @@ rows still active, the positions written so far and the batch's source width; fo
 fixed-shape one the rows of its sentence slots, the cache's capacity and the padded source
 width, counted over the steps it compiles (beam > 1: the first step of a batch runs eagerly).
 The decode: 3,003 sources of newstest2014's lengths (random pieces), the small model of
-``bench_host`` with random weights, beam 4, each output forced to its source's length, in
+``bench_host`` (``shapes.SMALL``) with random weights, beam 4, each output forced to its source's length, in
 ``translate``'s batches of ``--max-tokens`` source tokens.
 
     python -m bench.bench_step_shapes            # about a minute on 2 CPU cores
@@ -21,12 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import torch
 
-from bench.bench_host import FORCED, SMALL, decoding_sources
-from bench.hardware import result_path
+from bench.lib.decode_runners import FORCED, decoding_sources
+from bench.lib.hardware import result_path, write_result
+from bench.lib.shapes import SMALL
 from transformer_core.decoding.fixed_step import FixedShapeDecoder
 from transformer_core.decoding.inference import DecodingRuntime
 from transformer_core.decoding.translate import translate_ids
@@ -83,10 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = step_shapes(args.quick, args.max_tokens)
     print(json.dumps(result), file=sys.stderr)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {out}", file=sys.stderr)
+    write_result(args.out, result)
     return 0
 
 

@@ -56,30 +56,18 @@ from pathlib import Path
 
 import torch
 
-from bench.hardware import result_path
-from bench.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
-from bench.profile_command import host_summary, kernel_summary, python_host_time
-from bench.train_runners import Ours, Peer, gpu_peers, gpu_task, synthetic_corpus, timed
+from bench.lib.hardware import result_path, write_result
+from bench.lib.probe import add_precision_arguments, chosen_precisions, peak_rss_mib
+from bench.lib.shapes import SHAPES, TOKENS_PER_STEP
+from bench.lib.train_gpu import GpuRun, GpuVariant, gpu_peers, gpu_throughput
+from bench.lib.train_runners import Ours, Peer, Steps, synthetic_corpus, timed, train_settings
 from transformer_core.data.batching import TokenBucketSampler, collate
-from transformer_core.data.token_counts import TokenCounts
 from transformer_core.device import cpu_has_native_bf16
 from transformer_core.model.config import model_config
 from transformer_core.settings import COMPUTE_WEIGHTS
-from transformer_core.training.flops import device_spec, training_flops
-from transformer_core.training.session import device_name
 
-SHAPES = {
-    "tiny": {"encoder_layers": 2, "decoder_layers": 2, "d_model": 128, "d_ff": 512, "h": 4,
-             "d_k": 32, "d_v": 32, "vocab_size": 8000},
-    "multi30k": {"encoder_layers": 3, "decoder_layers": 3, "d_model": 256, "d_ff": 1024,
-                 "d_k": 32, "d_v": 32, "vocab_size": 8000},
-    "base": {"vocab_size": 37000},
-    "big": {"d_model": 1024, "d_ff": 4096, "h": 16, "dropout": 0.3, "vocab_size": 37000},
-}  # fmt: skip
-TOKENS_PER_STEP = 4000
 PLAN = {"tiny": (5, 4, 3), "multi30k": (3, 3, 2), "base": (3, 2, 1)}  # rounds, steps, warm-up
 QUICK = (1, 1, 1)
-DENSE_KINDS = ("matrix product", "attention")  # profile_command.KERNEL_KINDS: the FLOPs' kernels
 
 
 def cpu_comparison(
@@ -94,10 +82,9 @@ def cpu_comparison(
     cfg = model_config("base", **SHAPES[shape])
     device = torch.device("cpu")
     dataset = synthetic_corpus(workdir / shape, cfg.vocab_size, sentences=6000)
-    ours = Ours(
-        cfg, dataset, device, precision, TOKENS_PER_STEP, TOKENS_PER_STEP,
-        compute_weights=compute_weights,
-    )  # fmt: skip
+    ours = Ours(cfg, dataset, device, train_settings(
+        precision, TOKENS_PER_STEP, TOKENS_PER_STEP, compute_weights=compute_weights
+    ))  # fmt: skip
     # The peer gets exactly the batches our trainer will see, collated once up front.
     sampler = TokenBucketSampler(
         dataset.src_lens, dataset.tgt_lens, TOKENS_PER_STEP, seed=ours.trainer.cfg.seed
@@ -132,117 +119,17 @@ def cpu_comparison(
     }
 
 
-def gpu_throughput(
-    shape: str,
-    workdir: Path,
-    steps: int,
-    warmup: int,
-    max_tokens: int,
-    compile: str = "off",
-    cudnn_attention: bool = False,
-    profile_steps: int = 0,
-    batch_shapes: str = "auto",
-    tokens_per_step: int = 25000,
-    lengths: tuple = (3, 80),
-    compute_weights: str = "fp32",
-) -> dict:
-    """Our trainer on the GPU: bf16 autocast (or, ``compute_weights`` bf16, a bf16 copy of the
-    weights), ``tokens_per_step`` target tokens, ``steps`` timed steps after ``warmup``
-    (compilation happens there), then ``profile_steps`` under the profiler (``gpu_profile``)."""
-    from transformer_core.device import choose_attention_backends
-
-    cfg, dataset = gpu_task(shape, workdir, lengths)
-    device = torch.device("cuda", 0)
-    ours = Ours(
-        cfg, dataset, device, "bf16", max_tokens, tokens_per_step, compile, batch_shapes,
-        compute_weights,
-    )  # fmt: skip
-    torch.cuda.reset_peak_memory_stats(device)  # after CUDA's first use: it fails before it
-    choose_attention_backends(device, cudnn=cudnn_attention)
-    try:
-        warm_start = time.perf_counter()
-        timed(ours, warmup, device)
-        warm_seconds = time.perf_counter() - warm_start
-        counts_before = TokenCounts(**vars(ours.trainer.counts))
-        tokens, seconds = timed(ours, steps, device)
-        counts = TokenCounts(
-            **{k: v - getattr(counts_before, k) for k, v in vars(ours.trainer.counts).items()}
-        )
-        profile = gpu_profile(ours, profile_steps, device) if profile_steps else None
-    finally:
-        choose_attention_backends(device)
-        ours.trainer.close()
-    flops_per_s = training_flops(cfg, counts) / seconds
-    spec = device_spec(device_name(device))
-    peak = spec.bf16_tflops * 1e12 if spec and spec.bf16_tflops else None
-    if profile and peak:
-        # The MFU of a step whose every other kernel took no time: the bound that fusing and
-        # overlapping the memory-bound work can approach, short of faster products.
-        dense = sum(profile["by_kind"].get(k, {}).get("ms_per_step", 0.0) for k in DENSE_KINDS)
-        flops_per_step = flops_per_s * seconds / steps
-        profile["mfu_if_only_products_and_attention"] = (
-            round(flops_per_step / (dense / 1000) / peak, 4) if dense else None
-        )
-    return {
-        "shape": shape,
-        "params": ours.params,
-        "device": device_name(device),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "precision": "bf16 weights" if ours.trainer.master else "bf16 autocast",
-        "compile": compile,
-        "compiled": ours.trainer.compiled,
-        "path_why": ours.trainer.path.why,
-        "batch_shapes": batch_shapes,
-        "fixed_shapes": ours.trainer.fixed_shapes,
-        "cuda_graphs": ours.trainer.cuda_graphs,
-        "cudnn_attention": cudnn_attention,
-        "sentence_lengths": list(lengths),
-        "max_tokens": max_tokens,
-        "accumulation": ours.trainer.accumulation,
-        "warmup_steps": warmup,
-        "warmup_seconds": round(warm_seconds, 1),
-        "steps": steps,
-        "tgt_tokens_per_step": tokens / steps,
-        "step_ms": round(1000 * seconds / steps, 2),
-        "tgt_tokens_per_s": round(tokens / seconds, 1),
-        "model_tflops_per_s": round(flops_per_s / 1e12, 2),
-        "mfu": round(flops_per_s / peak, 4) if peak else None,
-        "peak_bf16_tflops": spec.bf16_tflops if spec else None,
-        "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2),
-        "profile": profile,
-    }
-
-
-def gpu_profile(ours, steps: int, device: torch.device) -> dict:
-    """``steps`` training steps under torch.profiler: the share of their wall time in which no
-    kernel ran on the GPU, and the 10 kernels that took the most GPU time
-    (``profile_command.kernel_summary``). Then ``steps`` more with Python's calls traced (which
-    slows the host, so apart): the host's time per step by operator and by Python function."""
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.cuda.synchronize(device)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        timed(ours, steps, device)
-    with profile(activities=[ProfilerActivity.CPU], with_stack=True) as traced:
-        timed(ours, steps, device)
-    return {
-        **kernel_summary(prof.events(), steps),
-        "host_traced": {
-            **host_summary(traced),
-            "python_functions": python_host_time(traced.events(), steps),
-        },
-    }
-
-
 def peak_rss_of_training(shape: str, precision: str, steps: int, threads: int) -> float:
     """Peak RSS (MiB) of a fresh process that builds our trainer for ``shape`` and runs ``steps`` steps."""
     return peak_rss_mib(
-        "import tempfile, torch; from pathlib import Path; from bench import bench_train as b; "
+        "import tempfile, torch; from pathlib import Path; "
+        "from bench.lib.shapes import SHAPES, TOKENS_PER_STEP as T; "
+        "from bench.lib.train_runners import Ours, synthetic_corpus, train_settings; "
+        "from transformer_core.model.config import model_config; "
         f"torch.set_num_threads({threads}); "
-        f"cfg = b.model_config('base', **b.SHAPES[{shape!r}]); tmp = tempfile.mkdtemp(); "
-        f"ds = b.synthetic_corpus(Path(tmp) / 'c', cfg.vocab_size, sentences=2000); "
-        f"ours = b.Ours(cfg, ds, torch.device('cpu'), {precision!r}, b.TOKENS_PER_STEP, b.TOKENS_PER_STEP); "
+        f"cfg = model_config('base', **SHAPES[{shape!r}]); tmp = tempfile.mkdtemp(); "
+        f"ds = synthetic_corpus(Path(tmp) / 'c', cfg.vocab_size, sentences=2000); "
+        f"ours = Ours(cfg, ds, torch.device('cpu'), train_settings({precision!r}, T, T)); "
         f"[ours.step() for _ in range({steps})]"
     )
 
@@ -252,8 +139,8 @@ def past_deadline(started: float, deadline: float | None) -> bool:
     return deadline is not None and time.perf_counter() - started > deadline
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_cpu_arguments(parser: argparse.ArgumentParser) -> None:
+    """The CPU section's options, with ``--quick``, ``--threads`` and the compute weights."""
     parser.add_argument(
         "--quick", action="store_true", help="a few steps only: checks that the bench runs"
     )
@@ -274,6 +161,10 @@ def main() -> int:
             help=f"{rows}' train.compute_weights: fp32 (bf16 autocast), bf16 (a bf16 copy of "
             "the weights; a CPU row named 'bf16 weights'), or both (default: fp32)",
         )
+
+
+def add_gpu_arguments(parser: argparse.ArgumentParser) -> None:
+    """The GPU section's options."""
     parser.add_argument(
         "--gpu-max-tokens",
         type=int,
@@ -343,15 +234,82 @@ def main() -> int:
         default=5,
         help="steps of each GPU variant under torch.profiler after the timed ones (0: none)",
     )
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_cpu_arguments(parser)
+    add_gpu_arguments(parser)
     parser.add_argument(
         "--out", default=None, help="default: bench/results/HARDWARE/train_speed.json"
     )
     args = parser.parse_args()
-    started = time.perf_counter()
     device = "cuda" if torch.cuda.is_available() else "cpu"  # the GPU part runs where there is one
     args.out = args.out or result_path("train_speed", device)
+    return args
+
+
+def cpu_section(args: argparse.Namespace, workdir: Path) -> dict:
+    """Per shape of ``--shapes``, ours beside the peer in every precision (and bf16 compute
+    weights where asked), with ``--memory`` our peak RSS; and bf16 over fp32 where both ran."""
+    section = {}
+    variants = [
+        (precision, weights)
+        for precision in chosen_precisions(args)
+        for weights in (args.compute_weights if precision == "bf16" else ["fp32"])
+    ]
+    for shape in args.shapes:
+        rounds, steps, warmup = QUICK if args.quick else PLAN[shape]
+        rows = section[shape] = {}
+        for precision, weights in variants:
+            name = "bf16 weights" if weights == "bf16" else precision
+            rows[name] = cpu_comparison(shape, precision, workdir, rounds, steps, warmup, weights)
+            if args.memory and weights == "fp32":
+                rows[name]["ours_peak_rss_mib"] = round(
+                    peak_rss_of_training(shape, precision, 1 if args.quick else 2, args.threads),
+                    1,
+                )
+            print(f"cpu {shape} {name}: {json.dumps(rows[name])}", file=sys.stderr, flush=True)
+        if {"fp32", "bf16"} <= rows.keys():
+            rows["ours_bf16_over_fp32"] = round(
+                rows["bf16"]["ours_tgt_tokens_per_s"] / rows["fp32"]["ours_tgt_tokens_per_s"], 3
+            )
+    return section
+
+
+def gpu_section(args: argparse.Namespace, workdir: Path, result: dict, started: float) -> None:
+    """Every GPU variant of the ``--gpu-*`` lists, the result written after each; a variant
+    due past ``--gpu-deadline`` recorded as skipped; then the peers where asked."""
+    timed_steps, warmup = (3, 2) if args.quick else (args.gpu_steps, args.gpu_warmup)
+    steps = Steps(args.gpu_max_tokens, args.gpu_tokens_per_step, timed_steps, warmup)
+    run = GpuRun(steps, tuple(args.gpu_lengths), args.gpu_profile_steps)
+    result["gpu"] = []
+    variants = [
+        GpuVariant(shape, compile, shapes, cudnn, weights)
+        for shape in args.gpu_shapes
+        for compile in args.gpu_compile
+        for shapes in args.gpu_batch_shapes
+        for cudnn in ((False, True) if args.gpu_cudnn_attention else (False,))
+        for weights in args.gpu_compute_weights
+    ]
+    for variant in variants:
+        if past_deadline(started, args.gpu_deadline):  # recorded, not measured
+            result.setdefault("gpu_skipped_at_deadline", []).append(
+                [variant.shape, variant.compile, variant.compute_weights]
+            )
+            continue
+        row = gpu_throughput(variant, run, workdir)
+        result["gpu"].append(row)
+        print(f"gpu: {json.dumps(row)}", file=sys.stderr, flush=True)
+        write_result(args.out, result, indent=2, quiet=True)
+    if args.gpu_peer and not past_deadline(started, args.gpu_deadline):
+        result["gpu_peer"] = gpu_peers(args.gpu_shapes, args.gpu_peer, run, workdir, result["gpu"])
+
+
+def main() -> int:
+    args = parse_args()
+    started = time.perf_counter()
     torch.set_num_threads(args.threads)
-    precisions = [] if args.gpu_only else chosen_precisions(args)
     peers = not args.gpu_only or (args.gpu_peer and torch.cuda.is_available())
     result = {
         "bench": "train",
@@ -367,80 +325,11 @@ def main() -> int:
         "gpu": None,
     }
     with tempfile.TemporaryDirectory() as tmp:
-        for shape in [] if args.gpu_only else args.shapes:
-            rounds, steps, warmup = QUICK if args.quick else PLAN[shape]
-            rows = result["cpu"][shape] = {}
-            variants = [
-                (precision, weights)
-                for precision in precisions
-                for weights in (args.compute_weights if precision == "bf16" else ["fp32"])
-            ]
-            for precision, weights in variants:
-                name = "bf16 weights" if weights == "bf16" else precision
-                rows[name] = cpu_comparison(
-                    shape, precision, Path(tmp), rounds, steps, warmup, weights
-                )
-                if args.memory and weights == "fp32":
-                    rows[name]["ours_peak_rss_mib"] = round(
-                        peak_rss_of_training(
-                            shape, precision, 1 if args.quick else 2, args.threads
-                        ),
-                        1,
-                    )
-                print(
-                    f"cpu {shape} {name}: {json.dumps(rows[name])}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            if {"fp32", "bf16"} <= rows.keys():
-                rows["ours_bf16_over_fp32"] = round(
-                    rows["bf16"]["ours_tgt_tokens_per_s"] / rows["fp32"]["ours_tgt_tokens_per_s"], 3
-                )
+        if not args.gpu_only:
+            result["cpu"] = cpu_section(args, Path(tmp))
         if torch.cuda.is_available():
-            result["gpu"] = []
-            steps, warmup = (3, 2) if args.quick else (args.gpu_steps, args.gpu_warmup)
-            variants = [
-                (shape, compile, shapes, cudnn, weights)
-                for shape in args.gpu_shapes
-                for compile in args.gpu_compile
-                for shapes in args.gpu_batch_shapes
-                for cudnn in ((False, True) if args.gpu_cudnn_attention else (False,))
-                for weights in args.gpu_compute_weights
-            ]
-            for shape, compile, shapes, cudnn, weights in variants:
-                if past_deadline(started, args.gpu_deadline):  # recorded, not measured
-                    result.setdefault("gpu_skipped_at_deadline", []).append(
-                        [shape, compile, weights]
-                    )
-                    continue
-                row = gpu_throughput(
-                    shape,
-                    Path(tmp),
-                    steps,
-                    warmup,
-                    args.gpu_max_tokens,
-                    compile,
-                    cudnn,
-                    args.gpu_profile_steps,
-                    shapes,
-                    args.gpu_tokens_per_step,
-                    tuple(args.gpu_lengths),
-                    weights,
-                )
-                result["gpu"].append(row)
-                print(f"gpu: {json.dumps(row)}", file=sys.stderr, flush=True)
-                out_partial = Path(args.out)
-                out_partial.parent.mkdir(parents=True, exist_ok=True)
-                out_partial.write_text(json.dumps(result, indent=2) + "\n")
-            if args.gpu_peer and not past_deadline(started, args.gpu_deadline):
-                result["gpu_peer"] = gpu_peers(
-                    args.gpu_shapes, args.gpu_peer, Path(tmp), tuple(args.gpu_lengths), steps,
-                    warmup, args.gpu_max_tokens, args.gpu_tokens_per_step, result["gpu"],
-                )  # fmt: skip
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out}", file=sys.stderr)
+            gpu_section(args, Path(tmp), result, started)
+    write_result(args.out, result, indent=2)
     return 0
 
 

@@ -21,7 +21,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from bench.hardware import description, result_path, write_result
+from bench.lib.hardware import description, result_path, write_result
 from transformer_core.decoding.dev_choice import read_score
 from transformer_core.errors import UserError
 from transformer_core.tables.translation import read_json

@@ -1,7 +1,7 @@
 """How many seeds the learning check needs: its criterion re-applied to every subset of k seeds
 of a finished check's runs.
 
-The check (``bench.bench_learning_check``) judges a candidate against the reference's seeds.
+The check (``bench.bench_learning_check``, its criterion ``bench.lib.learning_check``) judges a candidate against the reference's seeds.
 Its former rule 2, a band of the seeds' minimum to maximum, is narrow where few seeds happen to
 agree, so a candidate that differs only by its dropout masks may leave it; rule 2' floors its
 unit by the reference's noise over the whole run. Both are counted here. Re-judging each candidate on every k-seed subset of the same runs
@@ -23,8 +23,8 @@ import json
 import sys
 from pathlib import Path
 
-from bench.bench_learning_check import seed_band_check
-from bench.hardware import write_result
+from bench.lib.hardware import write_result
+from bench.lib.learning_check import seed_band_check
 
 
 def subset_verdicts(reference: list[list[float]], candidate: list[list[float]], k: int) -> dict:

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.bench_checks import cpu_model
-from bench.shared_data import SHARED_DATA
+from bench.lib.hardware import cpu_model, write_result
+from bench.lib.shared_data import SHARED_DATA
 from transformer_core.errors import UserError
 from transformer_core.parsing.corpora import read_nltk_sample
 from transformer_core.parsing.evalb import evalb
@@ -241,8 +241,7 @@ def main() -> None:
     }
     print(json.dumps(result, indent=1))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        write_result(args.out, result)
 
 
 if __name__ == "__main__":

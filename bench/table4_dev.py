@@ -19,7 +19,7 @@ the repairs ``treebank delinearize`` made.
     python -m bench.table4_dev T_b21_a2 --from T_normal --beam 21 --alpha 2.0
     python -m bench.table4_dev T_4000 --from T_normal --checkpoint checkpoints/step_0004000.pt
 
-``bench/table4_gpu_sweep.sh`` runs a series of variants side by side on one GPU.
+``bench/gpu/table4_gpu_sweep.sh`` runs a series of variants side by side on one GPU.
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench.bench_checks import cpu_model
-from bench.hardware import result_path
-from bench.shared_data import SHARED_DATA
+from bench.lib.hardware import cpu_model, result_path, write_result
+from bench.lib.shared_data import SHARED_DATA
 from transformer_core.errors import UserError
 from transformer_core.parsing.corpora import read_nltk_sample
 from transformer_core.parsing.trees import LINEARIZATIONS, linearize
@@ -135,7 +134,7 @@ def evaluate(data: Path, run_dir: Path, out: Path, args: argparse.Namespace) -> 
     return {key: round(scores[key] or 0.0, 2) for key in ("f1", "recall", "precision")}
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("name", help="the variant's folder under --work")
     parser.add_argument("--work", type=Path, default=Path("table4_dev"))
@@ -182,7 +181,20 @@ def main() -> None:
     parser.add_argument("--train-only", action="store_true", help="train, decode nothing")
     args = parser.parse_args()
     args.out = args.out or result_path("table4_dev_ablation", args.device, ".jsonl")
+    return args
 
+
+def dev_line(log: Path, checkpoint: str) -> str:
+    """The last dev loss line of the training ``log``, or that of ``checkpoint``'s step."""
+    dev_lines = [line for line in log.read_text().splitlines() if "dev loss" in line]
+    if checkpoint.startswith("checkpoints/step_"):  # the dev line of that step
+        step = f"step {int(checkpoint.split('_')[1].split('.')[0])} |"
+        dev_lines = [line for line in dev_lines if step in line] or ["(no dev line at " + step]
+    return dev_lines[-1]
+
+
+def main() -> None:
+    args = parse_args()
     out = args.work / args.name
     out.mkdir(parents=True, exist_ok=True)
     source = args.work / (args.source or args.name)
@@ -200,12 +212,6 @@ def main() -> None:
             return
     trained = time.monotonic()
     scores = evaluate(source / "data", source / "run", out, args)
-    dev_lines = [
-        line for line in (source / "train.log").read_text().splitlines() if "dev loss" in line
-    ]
-    if args.checkpoint.startswith("checkpoints/step_"):  # the dev line of that step
-        step = f"step {int(args.checkpoint.split('_')[1].split('.')[0])} |"
-        dev_lines = [line for line in dev_lines if step in line] or ["(no dev line at " + step]
     result = {
         "name": args.name,
         **{
@@ -215,16 +221,14 @@ def main() -> None:
         },  # a run decoded again (--from) records the decoding only: its training is its source's
         "work": str(args.work),
         **scores,
-        "dev": dev_lines[-1],
+        "dev": dev_line(source / "train.log", args.checkpoint),
         "train_s": round(trained - started),
         "decode_s": round(time.monotonic() - trained),
         "repairs": (out / "delinearize.log").read_text().strip(),
         "cpu": cpu_model(),
     }
     print(json.dumps(result))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "a") as handle:
-        handle.write(json.dumps(result, default=str) + "\n")
+    write_result(args.out, result, append=True)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ from transformer_core.errors import UserError
 # folder without permission. One line naming the file, exit 2, like a UserError.
 ENVIRONMENT_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 
-# Pipeline order; the name is both the subcommand and the module under commands/.
+# Pipeline order (then `schema`, the configuration's generator); the name is both the
+# subcommand and the module under commands/.
 COMMANDS = (
     "download",
     "shards",
@@ -47,6 +48,7 @@ COMMANDS = (
     "table4",
     "attention",
     "report",
+    "schema",
 )
 
 

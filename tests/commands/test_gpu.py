@@ -58,7 +58,7 @@ def _ten_steps(corpus: ParallelDataset, device: torch.device, **settings) -> flo
     prefetched, and pinned for a GPU)."""
     cfg = model_config("base", vocab_size=24, **{**TRAIN_SHAPE, "dropout": 0.0})
     train_cfg = TrainSettings(max_tokens=64, tokens_per_step=128, warmup=5, **settings)
-    trainer = Trainer(cfg, train_cfg, DistContext(0, 0, 1, device, owns_group=False), corpus)
+    trainer = Trainer.fresh(cfg, train_cfg, DistContext(0, 0, 1, device, owns_group=False), corpus)
     try:
         tokens = sum(trainer.train_step().tgt_tokens for _ in range(10))
         return trainer.interval_sums()[0] / tokens

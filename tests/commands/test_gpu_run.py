@@ -1,4 +1,4 @@
-"""bench/gpu_run.sh rehearsed on the CPU (GPU_RUN_DEVICE=cpu: the same script, commands and
+"""bench/gpu/gpu_run.sh rehearsed on the CPU (GPU_RUN_DEVICE=cpu: the same script, commands and
 files at tiny sizes): the one call that decides the GPU default, `learning_check tests`, runs
 end to end and brings back what the GPU run would, so that a lent GPU's minutes are never lost
 to an import, a path or an argument."""
@@ -16,7 +16,7 @@ def test_the_one_gpu_call_rehearsed_on_the_cpu(tmp_path):
     env = {**os.environ, "GPU_RUN_DEVICE": "cpu", "OUT": str(out), "GPU_DEADLINE": "400",
            "OMP_NUM_THREADS": "1"}  # fmt: skip
     proc = subprocess.run(
-        ["bash", "bench/gpu_run.sh", "learning_check", "tests"],
+        ["bash", "bench/gpu/gpu_run.sh", "learning_check", "tests"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

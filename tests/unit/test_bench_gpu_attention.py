@@ -1,11 +1,11 @@
-"""The attention benchmark's checks hold where they can run (``bench/bench_gpu_attention.py``):
+"""The attention benchmark's checks hold where they can run (``bench/gpu/bench_gpu_attention.py``):
 packed sentences are the padded rows' real positions end to end, each kernel that runs is
 compared with the fp32 reference on those positions, and one that cannot run is recorded, saying
 why, instead of ending the run. On a CPU only SDPA's flash kernel runs (the causal case)."""
 
 import torch
 
-from bench import bench_gpu_attention as bench
+from bench.gpu import bench_gpu_attention as bench
 
 
 def test_packed_rows_are_the_real_positions_end_to_end():

@@ -10,7 +10,7 @@ from transformer_core import paper
 from transformer_core.errors import ConfigError
 from transformer_core.model.config import (
     BASE,
-    BIG,
+    PRESETS,
     TABLE3_ROWS,
     ModelConfig,
     experiment,
@@ -51,19 +51,25 @@ def test_unknown_key_is_named():
 
 
 def test_round_trip_through_dict():
-    assert ModelConfig.from_dict(BIG.to_dict()) == BIG
+    big = model_config("big")
+    assert ModelConfig.from_dict(big.to_dict()) == big
+
+
+def test_none_is_no_value_of_the_model():
+    """A field whose default is a value refuses None (require_declared lets None pass only
+    where it is the field's default, "not set")."""
+    with pytest.raises(ConfigError, match="model.d_model must be an integer, got None"):
+        BASE.replace(d_model=None)
 
 
 def test_presets_follow_the_paper():
-    assert (BASE.encoder_layers, BASE.d_model, BASE.d_ff, BASE.h, BASE.d_k, BASE.dropout) == (
-        6,
-        512,
-        2048,
-        8,
-        64,
-        0.1,
-    )
-    assert (BIG.d_model, BIG.d_ff, BIG.h, BIG.dropout) == (1024, 4096, 16, 0.3)
+    """The presets the workflow trains (``model_config``), against Table 3's base and big rows
+    and section 6.3's parser."""
+    shape = ("encoder_layers", "d_model", "d_ff", "h", "d_k", "d_v", "dropout", "label_smoothing")
+    of = {name: tuple(getattr(model_config(name), key) for key in shape) for name in PRESETS}
+    assert of["base"] == (6, 512, 2048, 8, 64, 64, 0.1, 0.1)
+    assert of["big"] == (6, 1024, 4096, 16, 64, 64, 0.3, 0.1)
+    assert of["parsing"] == (4, 1024, 2048, 8, 128, 128, 0.1, 0.1)
     assert experiment("big").train_steps == 300_000 and experiment("base").train_steps == 100_000
 
 

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from transformer_core.errors import UserError
-from transformer_core.evaluation.curves import bleu_by_step, plot_bleu_curves, spaced
+from transformer_core.evaluation.curves import bleu_by_step, spaced
+from transformer_core.figures.bleu_curves import plot_bleu_curves
 
 
 def test_spaced_keeps_the_last_and_spreads_the_rest():

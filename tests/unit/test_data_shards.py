@@ -9,6 +9,7 @@ binarize per shard, merge) for N = 1, 2 and 8, and through the unsharded path.
 import io
 import json
 import random
+import re
 import shutil
 
 import numpy as np
@@ -275,6 +276,20 @@ def test_default_count():
     assert shards.default_count(100_000_000) == shards.MAX_DEFAULT_SHARDS
     assert shards.default_count(None) == shards.UNKNOWN_SIZE_SHARDS
     assert shards.name(3, 8) == "0003-of-0008" and shards.parse_name("0003-of-0008") == (3, 8)
+
+
+def test_shard_names_match_the_shard_wildcard_and_near_misses_do_not():
+    for count in (1, 2, 8, 128, 9999):  # up to the schema's maximum of pairs.<pair>.shards
+        for index in {0, count // 2, count - 1}:
+            assert re.fullmatch(shards.NAME_PATTERN, shards.name(index, count))
+    for near_miss in (
+        "3-of-8",
+        "0003-of-00008",
+        "0003_of_0008",
+        "0003-of-0008.src",
+        "00a3-of-0008",
+    ):
+        assert not re.fullmatch(shards.NAME_PATTERN, near_miss), near_miss
 
 
 def test_progress_lines():

@@ -163,8 +163,9 @@ def test_settings_given_as_numbers_are_recorded_as_the_configurations(tmp_path):
     [
         ("{", "not a decoding settings file"),
         ('{"beam": 4, "alpha": 0.6}', "not a decoding settings file"),
-        ('{"beam": 0, "alpha": 0.6, "from": {}}', "beam must be an integer of at least 1"),
-        ('{"beam": 4, "alpha": NaN, "from": {}}', "alpha must be finite"),
+        ('{"beam": 0, "alpha": 0.6, "from": {}}', "beam must be at least 1"),
+        ('{"beam": 4, "alpha": NaN, "from": {}}', "alpha must be a number"),
+        ('{"beam": 4, "alpha": Infinity, "from": {}}', "alpha must be a finite number"),
         ('{"beam": 4, "alpha": "0.6", "from": {}}', "alpha must be a number"),
     ],
 )
@@ -189,11 +190,11 @@ SMOKE_CONFIG = yaml.safe_load(SMOKE.read_text())
     ("grid", "key"),
     [
         ({"alpha": []}, r"decode.grid.alpha: give a non-empty list"),
-        ({"alpha": [0.6, -1.0]}, r"decode.grid.alpha\[1\]: must be a finite number >= 0"),
+        ({"alpha": [0.6, -1.0]}, r"decode.grid.alpha\[1\]: must be at least 0"),
         ({"alpha": [0.6, float("inf")]}, r"decode.grid.alpha\[1\]: must be a finite number"),
-        ({"alpha": [0.6, "x"]}, r"decode.grid.alpha\[1\]: must be a finite number"),
+        ({"alpha": [0.6, "x"]}, r"decode.grid.alpha\[1\]: must be a number"),
         ({"alpha": [0.6, 0.6]}, r"decode.grid.alpha: \[0.6, 0.6\] holds a value twice"),
-        ({"beam": [0]}, r"decode.grid.beam\[0\]: must be an integer of at least 1"),
+        ({"beam": [0]}, r"decode.grid.beam\[0\]: must be at least 1"),
         ({"beam": [4.5]}, r"decode.grid.beam\[0\]: must be an integer"),
         ({"beam": [True]}, r"decode.grid.beam\[0\]: must be an integer"),
         ({"beams": [4]}, r"decode.grid: unknown key\(s\) beams"),

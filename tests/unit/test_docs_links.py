@@ -71,7 +71,7 @@ ISSUE_NUMBER = re.compile(r"\b[Ii]ssues? #?\d+")
 
 def repository_text_files() -> list[Path]:
     patterns = ("README.md", "docs/**/*.md", "config/*", "transformer_core/**/*.py",
-                "transformer_core/**/*.yaml", "workflow/**/*", "bench/*.py", "bench/*.sh",
+                "transformer_core/**/*.yaml", "workflow/**/*", "bench/**/*.py", "bench/**/*.sh",
                 "bench/README.md", "tests/**/*.py", "Snakefile", ".ci/run")  # fmt: skip
     return sorted({p for pattern in patterns for p in ROOT.glob(pattern) if p.is_file()})
 

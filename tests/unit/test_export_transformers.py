@@ -15,9 +15,11 @@ from corpora import generated_sentences
 
 from transformer_core.cli import main
 from transformer_core.decoding.search import beam_search_nbest
+from transformer_core.export.card import card_facts, model_card
 from transformer_core.export.transformers import CARD, marian_order
 from transformer_core.model.checkpoint import save_checkpoint
 from transformer_core.model.transformer import sinusoidal_encoding
+from transformer_core.settings import TrainSettings
 
 # Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
 pytestmark = pytest.mark.kernels
@@ -102,6 +104,25 @@ def test_the_model_card_states_the_score_and_the_command(tmp_path, spm_model):
     assert len(set(modes.values())) == 1, modes  # the weights as readable as the rest
 
 
+def test_the_card_states_the_recipe_of_the_run_beside_the_checkpoint(tmp_path, spm_model):
+    """A checkpoint without its recipe (an average's): the card reads it from the run's
+    summary.json beside it; the recipe keys the card states are ``TrainSettings`` fields."""
+    model = checkpoint(tmp_path / "model.pt")
+    recipe = TrainSettings(steps=1200, warmup=40, seed=7).to_dict()
+    (tmp_path / "summary.json").write_text(json.dumps({"train_config": recipe}))
+    facts = card_facts(tmp_path / "model.pt", spm_model, tmp_path / "hf")
+    assert facts["experiment"] == "base" and facts["train_config"] == recipe
+    assert facts["command"] == (
+        f"transformer-core export --checkpoint {tmp_path / 'model.pt'} --spm {spm_model} "
+        f"--format transformers --out {tmp_path / 'hf'}"
+    )
+    card = model_card(model, facts)
+    assert "1,200 steps of 25,000 target tokens, warmup 40, lr_scale 1.0, seed 7." in card
+    del facts["train_config"]["lr_scale"]  # an older run's recipe: no line rather than a crash
+    assert "target tokens, warmup" not in model_card(model, facts)
+    assert "target tokens, warmup" not in model_card(model, {**facts, "train_config": None})
+
+
 def test_the_card_and_generation_config_carry_the_search_that_made_the_score(tmp_path, spm_model):
     checkpoint(tmp_path / "model.pt")
     decoding = {"beam": 2, "alpha": 1.5, "from": {"beam": "config", "alpha": "dev"}}
@@ -133,8 +154,8 @@ def test_what_marian_cannot_express_is_one_line(tmp_path, spm_model, capsys, ove
 
 @pytest.mark.parametrize(
     "decoding, named",
-    [({"beam": 0, "alpha": -1}, "beam must be an integer of at least 1"),
-     ({"beam": 4, "alpha": -1}, "alpha must be finite and >= 0"),
+    [({"beam": 0, "alpha": -1}, "beam must be at least 1"),
+     ({"beam": 4, "alpha": -1}, "alpha must be at least 0"),
      ({"beam": "x", "alpha": 0.6}, "beam must be an integer"),
      ("beam 4", "its decoding record is not a mapping")],
 )  # fmt: skip

@@ -1,8 +1,9 @@
-"""bench.bench_learning_check's criterion: a candidate learns as the reference does where its
-last quarter lies within the reference seeds' range widened by their spread, and its mean
-curve stays within the reference's noise at every interval (rule 2': a z-score whose unit is
-floored by the reference's spread over the whole run); a reference that does not learn makes
-the check void (the bench itself runs in tests/commands/test_learning_check_bench.py)."""
+"""The learning check's criterion (bench.lib.learning_check, run by bench.bench_learning_check):
+a candidate learns as the reference does where its last quarter lies within the reference
+seeds' range widened by their spread, and its mean curve stays within the reference's noise at
+every interval (rule 2': a z-score whose unit is floored by the reference's spread over the
+whole run); a reference that does not learn makes the check void (the bench itself runs in
+tests/commands/test_learning_check_bench.py)."""
 
 import json
 import statistics
@@ -10,14 +11,8 @@ import sys
 
 import pytest
 
-from bench.bench_learning_check import (
-    SHARED,
-    last_quarter,
-    main,
-    reused_reference,
-    seed_band_check,
-    z_limit,
-)
+from bench.bench_learning_check import SHARED, main, reused_reference
+from bench.lib.learning_check import last_quarter, seed_band_check, z_limit
 from transformer_core.device import cpu_has_native_bf16
 from transformer_core.errors import UserError
 
@@ -144,7 +139,7 @@ def test_a_reference_is_reused_only_where_settings_seeds_and_code_agree(tmp_path
 def test_the_help_says_what_the_bench_asks_in_a_whole_sentence():
     from bench import compare_seeds
     from bench.bench_learning_check import __doc__ as doc
-    from bench.hardware import description
+    from bench.lib.hardware import description
 
     assert description(doc).endswith("judged against the reference's own noise over seeds?")
     assert description(compare_seeds.__doc__).endswith("within the seeds' noise?")

@@ -114,7 +114,7 @@ def _trainer(corpus: ParallelDataset, **settings) -> Trainer:
     cfg = TrainSettings(
         max_tokens=64, tokens_per_step=128, warmup=4, precision="bf16", num_threads=1, **settings
     )
-    return Trainer(model_config("base", vocab_size=24, **TRAIN_SHAPE), cfg, CPU, corpus)
+    return Trainer.fresh(model_config("base", vocab_size=24, **TRAIN_SHAPE), cfg, CPU, corpus)
 
 
 @native

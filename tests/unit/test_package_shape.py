@@ -1,10 +1,13 @@
 """The package's shape: no import cycle, counting the imports inside functions too (an
 import moved into a function to dodge a cycle still ties the two modules together), and
-small modules (at most ``MODULE_LINES`` lines each)."""
+small modules (at most ``MODULE_LINES`` lines each). The benchmarks' shape: the same limits,
+functions of at most ``MAX_FUNCTION_LINES`` lines, entry points that import only bench/lib,
+and bench/README.md's table naming every entry point."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from conftest import ROOT
@@ -92,19 +95,24 @@ def test_no_module_is_over_the_line_limit():
 MAX_PARAMETERS = 7  # self and cls not counted
 
 
-def test_no_function_takes_more_than_seven_parameters():
-    """Settings travel as one object (``DecodeSettings``, ``DecodingRuntime``, ``TrainSettings``,
-    ``RunFolder``), not one parameter each through every call."""
+def too_many_parameters(paths: list[Path]) -> dict[str, int]:
+    """Every function of ``paths`` with more than ``MAX_PARAMETERS``, with its count."""
     over = {}
-    for path in PACKAGE.rglob("*.py"):
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 a = node.args
                 names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
                 count = len([n for n in names if n not in ("self", "cls")])
                 if count > MAX_PARAMETERS:
-                    over[f"{path.relative_to(PACKAGE)}:{node.name}"] = count
-    assert over == {}
+                    over[f"{path.relative_to(ROOT)}:{node.name}"] = count
+    return over
+
+
+def test_no_function_takes_more_than_seven_parameters():
+    """Settings travel as one object (``DecodeSettings``, ``DecodingRuntime``, ``TrainSettings``,
+    ``RunFolder``), not one parameter each through every call."""
+    assert too_many_parameters(sorted(PACKAGE.rglob("*.py"))) == {}
 
 
 # The package's groups from the top down (docs/architecture.md, "The package"): a module
@@ -139,9 +147,135 @@ def test_few_modules_stand_at_the_top_level():
     assert len(top) <= TOP_LEVEL_MODULES, sorted(top)
 
 
-def test_no_benchmark_script_is_over_the_line_limit():
+# -- the benchmarks: bench/lib holds what they share, each entry point (a module outside
+# bench/lib with a ``main``, run as ``python -m bench.NAME``) imports only it, never another.
+BENCH = ROOT / "bench"
+BENCH_LIB = BENCH / "lib"
+MAX_FUNCTION_LINES = 80
+
+
+def bench_modules() -> list[Path]:
+    return sorted(BENCH.rglob("*.py"))
+
+
+def bench_module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_entry_point(path: Path) -> bool:
+    """A bench module outside bench/lib that defines ``main`` at its top level."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    defines_main = any(
+        isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body
+    )
+    return defines_main and BENCH_LIB not in path.parents
+
+
+def entry_points() -> dict[str, Path]:
+    return {bench_module_name(p): p for p in bench_modules() if is_entry_point(p)}
+
+
+def bench_imports(path: Path) -> set[str]:
+    """The ``bench`` modules and packages ``path`` imports, anywhere in it
+    (``from bench import x`` names ``bench.x``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert not node.level, f"{path}:{node.lineno}: a relative import"
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name == "bench" or name.startswith("bench.")}
+
+
+def long_functions(paths: list[Path], limit: int) -> dict[str, int]:
+    """Every function of ``paths`` longer than ``limit`` lines, with its length."""
+    over = {}
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    over[f"{path.relative_to(ROOT)}:{node.name}"] = lines
+    return over
+
+
+def test_no_benchmark_module_is_over_the_line_limit():
     sizes = {
-        p.name: len(p.read_text(encoding="utf-8").splitlines())
-        for p in (ROOT / "bench").glob("*.py")
+        str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+        for p in bench_modules()
     }
     assert {name: n for name, n in sizes.items() if n > MODULE_LINES} == {}
+    assert max(sizes.values()) > MODULE_LINES // 2  # the files were read
+
+
+def test_no_benchmark_function_is_over_80_lines():
+    """A bench's ``main`` reads as: parse the arguments, measure, write the result; what it
+    measures lives in functions of their own, or in bench/lib."""
+    assert long_functions(bench_modules(), MAX_FUNCTION_LINES) == {}
+    assert long_functions(bench_modules(), MAX_FUNCTION_LINES // 2)  # the functions were read
+
+
+def test_no_benchmark_function_takes_more_than_seven_parameters():
+    assert too_many_parameters(bench_modules()) == {}
+
+
+def test_the_benchmarks_have_entry_points_and_a_library():
+    names = entry_points()
+    assert "bench.bench_train" in names and "bench.gpu.probe_cudagraphs" in names
+    assert not any(name.startswith("bench.lib") for name in names)
+
+
+def test_no_entry_point_imports_another_entry_point():
+    """An entry point imports what it shares from bench/lib, never from another bench."""
+    names = entry_points()
+    found = {
+        name: sorted(imported & names.keys())
+        for name, path in names.items()
+        if (imported := bench_imports(path)) & names.keys()
+    }
+    assert found == {}
+    beyond_lib = {
+        name: sorted(i for i in bench_imports(path) if not i.startswith("bench.lib"))
+        for name, path in names.items()
+    }
+    assert {name: imported for name, imported in beyond_lib.items() if imported} == {}
+
+
+def test_bench_lib_imports_no_entry_point():
+    """bench/lib imports only itself among the benches: no entry point, nothing beside it."""
+    names = entry_points().keys()
+    lib = sorted(BENCH_LIB.rglob("*.py"))
+    assert {
+        bench_module_name(p): sorted(bench_imports(p) & names)
+        for p in lib
+        if bench_imports(p) & names
+    } == {}
+    found = {
+        bench_module_name(path): sorted(imported)
+        for path in lib
+        if (imported := {i for i in bench_imports(path) if not i.startswith("bench.lib")})
+    }
+    assert found == {}
+
+
+def bench_readme_modules() -> list[str]:
+    """The first column of bench/README.md's table of benches (the one headed ``module``)."""
+    names, in_table = [], False
+    for line in (BENCH / "README.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| module |"):
+            in_table = True
+        elif in_table and not line.startswith("|"):
+            break
+        elif in_table and (cell := re.match(r"\| `([\w.]+)` \|", line)):
+            names.append(cell.group(1))
+    return names
+
+
+def test_the_bench_readme_table_names_every_entry_point():
+    """Each entry point has its row (``gpu.NAME`` for bench/gpu/), each row an entry point."""
+    table = bench_readme_modules()
+    assert len(table) == len(set(table)), "a module named twice"
+    assert sorted(f"bench.{name}" for name in table) == sorted(entry_points())

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import torch
 
 from bench import profile_command
+from bench.lib import profiles
 
 
 def test_a_profiled_command_writes_its_host_time_and_status(tmp_path, capsys):
@@ -48,7 +49,7 @@ H100_KERNELS = {
 
 
 def test_kernels_are_sorted_by_the_work_their_names_say():
-    assert {name: profile_command.kernel_kind(name) for name in H100_KERNELS} == H100_KERNELS
+    assert {name: profiles.kernel_kind(name) for name in H100_KERNELS} == H100_KERNELS
 
 
 def test_the_kernel_summary_adds_up_kinds_and_leaves_annotations_out():
@@ -68,7 +69,7 @@ def test_the_kernel_summary_adds_up_kinds_and_leaves_annotations_out():
             event("nvjet_sm90_tst_NNT", step, step + 3),
             event("direct_copy", step + 4, step + 5),
         ]
-    summary = profile_command.kernel_summary(events, steps=2)
+    summary = profiles.kernel_summary(events, steps=2)
     assert summary["kernels"] == 4 and summary["span_ms"] == 10.0 and summary["gpu_busy_ms"] == 8.0
     assert summary["by_kind"] == {
         "matrix product": {"ms_per_step": 3.0, "share": 0.75},
@@ -82,20 +83,20 @@ def test_the_host_time_of_training_steps_by_python_function(tmp_path):
     functions left out."""
     from torch.profiler import ProfilerActivity, profile
 
-    from bench.bench_train import SHAPES
-    from bench.train_runners import Ours, synthetic_corpus, timed
+    from bench.lib.shapes import SHAPES
+    from bench.lib.train_runners import Ours, synthetic_corpus, timed, train_settings
     from transformer_core.model.config import model_config
 
     cfg = model_config("base", **SHAPES["tiny"])
     dataset = synthetic_corpus(tmp_path / "c", cfg.vocab_size, 200)
-    ours = Ours(cfg, dataset, torch.device("cpu"), "fp32", 500, 500)
+    ours = Ours(cfg, dataset, torch.device("cpu"), train_settings("fp32", 500, 500))
     try:
         timed(ours, 1, torch.device("cpu"))
         with profile(activities=[ProfilerActivity.CPU], with_stack=True) as traced:
             timed(ours, 2, torch.device("cpu"))
     finally:
         ours.trainer.close()
-    rows = {row["name"].split(": ")[-1]: row for row in profile_command.python_host_time(
+    rows = {row["name"].split(": ")[-1]: row for row in profiles.python_host_time(
         traced.events(), steps=2, top=1000
     )}  # fmt: skip
     step, forward = rows["train_step"], rows["forward"]

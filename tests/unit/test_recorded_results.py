@@ -89,7 +89,7 @@ def test_weights_after_three_steps(corpus, one_thread, float64):
     torch.manual_seed(0)
     train_cfg = TrainSettings(max_tokens=120, tokens_per_step=240, warmup=10, precision="fp32")
     ctx = DistContext(0, 0, 1, torch.device("cpu"), owns_group=False)
-    trainer = Trainer(cfg, train_cfg, ctx, corpus)
+    trainer = Trainer.fresh(cfg, train_cfg, ctx, corpus)
     try:
         for _ in range(3):
             trainer.train_step()

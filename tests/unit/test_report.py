@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from transformer_core.errors import UserError
-from transformer_core.tables.report import read_metrics, samples_markdown
+from transformer_core.figures.learning_curves import read_metrics
+from transformer_core.tables.report import samples_markdown
 
 
 def test_report_command(tmp_path):

@@ -12,9 +12,11 @@ from jsonschema import Draft202012Validator
 from transformer_core.cli import build_parser, main
 from transformer_core.commands.train import train_config
 from transformer_core.errors import ConfigError
-from transformer_core.model.config import experiment
+from transformer_core.model.config import ModelConfig, experiment
 from transformer_core.parsing.trees import LINEARIZATIONS
 from transformer_core.settings import (
+    BootstrapSettings,
+    CurveSettings,
     DecodeSettings,
     InferenceSettings,
     SentencePieceSettings,
@@ -34,17 +36,25 @@ SCHEMA = yaml.safe_load((ROOT / schema.SCHEMA).read_text(encoding="utf-8"))
 CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text(encoding="utf-8"))
 
 
-def test_the_committed_schema_is_the_one_the_settings_give(tmp_path, capsys):
-    assert schema.main(["--check", "--root", str(ROOT)]) == 0
-    (tmp_path / schema.SCHEMAS).mkdir(parents=True)
-    template = (ROOT / schema.TEMPLATE).read_text(encoding="utf-8")
-    (tmp_path / schema.TEMPLATE).write_text(template, encoding="utf-8")
-    (tmp_path / schema.SCHEMA).write_text(schema.render(template) + "# edited\n")
-    assert schema.main(["--check", "--root", str(tmp_path)]) == 1
+def test_the_committed_schema_and_key_table_are_the_ones_the_settings_give(tmp_path, capsys):
+    assert main(["schema", "--check", "--root", str(ROOT)]) == 0
+    for path in (schema.TEMPLATE, schema.README):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text((ROOT / path).read_text(encoding="utf-8"), encoding="utf-8")
+    assert main(["schema", "--check", "--root", str(tmp_path)]) == 1  # no schema written yet
     assert "config.schema.yaml is stale" in capsys.readouterr().err
-    assert schema.main(["--root", str(tmp_path)]) == 0
-    assert schema.main(["--check", "--root", str(tmp_path)]) == 0
-    assert schema.main(["--root", str(tmp_path / "elsewhere")]) == 2
+    assert main(["schema", "--root", str(tmp_path)]) == 0
+    assert main(["schema", "--check", "--root", str(tmp_path)]) == 0
+    readme = tmp_path / schema.README
+    readme.write_text(readme.read_text(encoding="utf-8").replace("| `mirror` |", "| `mirrors` |"))
+    assert main(["schema", "--check", "--root", str(tmp_path)]) == 1  # a row edited by hand
+    assert "README.md is stale" in capsys.readouterr().err
+    assert main(["schema", "--root", str(tmp_path)]) == 0
+    assert "| `mirror` |" in readme.read_text(encoding="utf-8")
+    readme.write_text("# Configuration\n", encoding="utf-8")  # no place for the table
+    assert main(["schema", "--root", str(tmp_path)]) == 2
+    assert "README.md: no generated key table" in capsys.readouterr().err
+    assert main(["schema", "--root", str(tmp_path / "elsewhere")]) == 2
     assert "workflow.schema.yaml: no such file" in capsys.readouterr().err
 
 
@@ -62,28 +72,40 @@ def test_every_settings_key_of_the_schema_is_a_field():
     assert set(props["table4"]["properties"]["decode"]["properties"]) == decode - {None}
 
 
+SECTIONS = (
+    (TrainSettings, ("train",)), (InferenceSettings, ("decode",)),
+    (BootstrapSettings, ("bootstrap",)), (CurveSettings, ("curves",)),
+    (ModelConfig, ("model",)), (ModelConfig, ("table4", "train")),
+)  # fmt: skip
+
+
+def _section(path):
+    node = SCHEMA
+    for name in path:
+        node = node["properties"][name]
+    return node["properties"]
+
+
 def _bounded_fields():
-    for cls, section in ((TrainSettings, "train"), (InferenceSettings, "decode")):
-        for f in flagged_fields(cls):
-            for bound in ("minimum", "above", "maximum"):
-                if (
-                    bound in f.metadata
-                    and config_key(f) in SCHEMA["properties"][section]["properties"]
-                ):
-                    yield pytest.param(cls, section, f, bound, id=f"{section}.{f.name}.{bound}")
+    for cls, path in SECTIONS:
+        for f in dataclasses.fields(cls):
+            key = config_key(f) if f.metadata.get("flag") else f.name
+            for bound in ("minimum", "above", "maximum", "below"):
+                if bound in f.metadata and key in _section(path):
+                    where = ".".join(path)
+                    yield pytest.param(cls, path, f, bound, id=f"{where}.{f.name}.{bound}")
 
 
-@pytest.mark.parametrize(("cls", "section", "f", "bound"), list(_bounded_fields()))
-def test_the_schema_and_the_dataclass_refuse_the_same_values(cls, section, f, bound):
+@pytest.mark.parametrize(("cls", "path", "f", "bound"), list(_bounded_fields()))
+def test_the_schema_and_the_dataclass_refuse_the_same_values(cls, path, f, bound):
     """A value beyond a declared bound is refused by the dataclass and by the schema; the
-    bound itself (for ``above``: a little more) is accepted by both."""
+    bound itself (for ``above`` a little more, for ``below`` a little less) is accepted by
+    both."""
     edge = f.metadata[bound]
-    step = 1 if bound == "maximum" else -1
-    outside = edge + step if bound != "above" else edge
-    inside = edge if bound != "above" else edge + 0.5
-    key = config_key(f)
-    keys = SCHEMA["properties"][section]["properties"]
-    validator = Draft202012Validator(keys[key])
+    outside = {"minimum": edge - 1, "maximum": edge + 1}.get(bound, edge)
+    inside = {"above": edge + 0.5, "below": edge - 0.5}.get(bound, edge)
+    key = config_key(f) if f.metadata.get("flag") else f.name
+    validator = Draft202012Validator(_section(path)[key])
     for value, refused in ((outside, True), (inside, False)):
         assert (not validator.is_valid(value)) == refused, (key, value)
         settings = {"steps": 10**6} if cls is TrainSettings else {}

@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 
 from transformer_core.errors import UserError
+from transformer_core.figures.table3_deltas import plot_deltas
 from transformer_core.model.config import model_config
 from transformer_core.model.transformer import parameter_count
-from transformer_core.tables.deltas import add_deltas, plot_deltas
+from transformer_core.tables.deltas import BASE, add_deltas
 from transformer_core.tables.markdown import markdown_view, to_markdown, write_table
 from transformer_core.tables.translation import table2, table3, table3_row
 
@@ -200,7 +201,7 @@ def test_table3_deltas_and_p_values(results, tmp_path):
     cells = markdown_view(table.reset_index()).set_index("row")
     assert cells.loc["C4", "bleu_dev_delta"].startswith("**+72.10 (p ")
     assert cells.loc["D1", "sacrebleu_dev_delta"] == "+0.00 (p 1.000)"
-    plot_deltas(table.reset_index(), tmp_path / "deltas.png")
+    plot_deltas(table.reset_index(), BASE, tmp_path / "deltas.png")
     assert (tmp_path / "deltas.png").read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(UserError, match="no dev translation of row C4 with seed 1"):
         add_deltas(

@@ -1,6 +1,10 @@
 """Training: the loss goes down, the run directory is complete, and mistakes fail early and clearly."""
 
+import copy
 import json
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,12 +22,51 @@ from transformer_core.settings import TrainSettings
 from transformer_core.training import loss, run_dir
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.run_dir import RunFolder
+from transformer_core.training.runtime import resolve_runtime
 from transformer_core.training.schedule import learning_rate
 from transformer_core.training.session import train
 from transformer_core.training.step import Trainer, TrainingDiverged
 
 # Numbers of torch's kernels: .ci/run runs this file again on the other CPU kinds' kernels.
 pytestmark = pytest.mark.kernels
+
+# Two steps of the tiny model, two micro-batches each, a checkpoint and a log line at each step.
+TWO_STEPS = TrainSettings(
+    steps=2,
+    max_tokens=64,
+    tokens_per_step=128,
+    warmup=10,
+    checkpoint_interval=1,
+    log_interval=1,
+    num_threads=1,
+)
+
+
+@dataclass(frozen=True)
+class TrainedRun:
+    """A finished run: its training corpus, run folder, settings and the summary ``train`` returned."""
+
+    corpus: Path
+    run: Path
+    cfg: TrainSettings
+    summary: dict
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory) -> TrainedRun:
+    """The ``TWO_STEPS`` run of ``TRAIN_SHAPE``, trained once for the tests that only read it."""
+    root = tmp_path_factory.mktemp("trained_run")
+    corpus = write_corpus(root / "train")
+    summary = train(corpus, root / "run", "base", TWO_STEPS, TRAIN_SHAPE)
+    return TrainedRun(corpus, root / "run", TWO_STEPS, summary)
+
+
+@pytest.fixture
+def own_trained_run(trained_run, tmp_path) -> TrainedRun:
+    """A copy of ``trained_run`` in the test's own folder, for the tests that resume, retrain or
+    edit the run (a finished run folder holds no path of its own but in ``train.log``'s text)."""
+    run = shutil.copytree(trained_run.run, tmp_path / "run")
+    return replace(trained_run, run=run, summary=copy.deepcopy(trained_run.summary))
 
 
 @pytest.mark.parametrize(
@@ -134,15 +177,8 @@ def test_dev_interval_scores_dev_on_its_own_steps_and_at_the_end(tmp_path):
         TrainSettings(dev_interval=0)
 
 
-def test_checkpoint_holds_the_training_state(tmp_path):
-    corpus = write_corpus(tmp_path / "train")
-    cfg = TrainSettings(
-        steps=2, max_tokens=64, tokens_per_step=128, warmup=10, checkpoint_interval=1, num_threads=1
-    )
-    train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
-    ckpt = load_checkpoint(
-        tmp_path / "run" / "checkpoints" / "step_0000002.pt"
-    )  # weights_only=True
+def test_checkpoint_holds_the_training_state(trained_run):
+    ckpt = load_checkpoint(trained_run.run / "checkpoints" / "step_0000002.pt")  # weights_only=True
     assert ckpt["step"] == 2 and ckpt["experiment"] == "base"
     assert ckpt["schedule"] == {
         "d_model": 32, "warmup": 10, "lr_scale": 1.0, "cooldown": 0, "steps": 2
@@ -152,23 +188,19 @@ def test_checkpoint_holds_the_training_state(tmp_path):
     assert ckpt["optimizer"]["state"] and ckpt["train_config"]["tokens_per_step"] == 128
 
 
-def test_resume_refuses_other_settings_and_finished_run_is_a_no_op(tmp_path, capsys):
-    corpus = write_corpus(tmp_path / "train")
-    cfg = TrainSettings(
-        steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1, num_threads=1
-    )
-    train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
+def test_resume_refuses_other_settings_and_finished_run_is_a_no_op(own_trained_run, capsys):
+    corpus, run, cfg = own_trained_run.corpus, own_trained_run.run, own_trained_run.cfg
     with pytest.raises(UserError, match="pass --resume"):
-        train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
-    summary = train(corpus, RunFolder(tmp_path / "run", resume=True), "base", cfg, TRAIN_SHAPE)
+        train(corpus, run, "base", cfg, TRAIN_SHAPE)
+    summary = train(corpus, RunFolder(run, resume=True), "base", cfg, TRAIN_SHAPE)
     assert summary["steps"] == 2 and "nothing to do" in capsys.readouterr().err
     longer = TrainSettings(**{**cfg.to_dict(), "steps": 3, "lr_scale": 2.0})
     with pytest.raises(UserError, match="lr_scale=1.0"):
-        train(corpus, RunFolder(tmp_path / "run", resume=True), "base", longer, TRAIN_SHAPE)
+        train(corpus, RunFolder(run, resume=True), "base", longer, TRAIN_SHAPE)
     with pytest.raises(UserError, match="differs in d_ff"):
         train(
             corpus,
-            RunFolder(tmp_path / "run", resume=True),
+            RunFolder(run, resume=True),
             "base",
             TrainSettings(**{**cfg.to_dict(), "steps": 3}),
             {**TRAIN_SHAPE, "d_ff": 32},
@@ -177,7 +209,7 @@ def test_resume_refuses_other_settings_and_finished_run_is_a_no_op(tmp_path, cap
     with pytest.raises(UserError, match="differs in d_ff"):
         train(
             corpus,
-            RunFolder(tmp_path / "run", resume=True),
+            RunFolder(run, resume=True),
             "base",
             cfg,
             {**TRAIN_SHAPE, "d_ff": 32},
@@ -206,13 +238,9 @@ def test_a_cooled_down_run_steps_as_its_schedule_and_resumes_only_to_its_own_len
     assert folder.decide(model_cfg, paper, None).kind == "resume"
 
 
-def test_run_dir_plans_nothing_to_do_resume_start_over_or_fresh(tmp_path):
-    corpus = write_corpus(tmp_path / "train")
-    cfg = TrainSettings(
-        steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1, num_threads=1
-    )
-    summary = train(corpus, tmp_path / "run", "base", cfg, TRAIN_SHAPE)
-    folder = run_dir.RunDir(tmp_path / "run", resume=True, restart_if_changed=True)
+def test_run_dir_plans_nothing_to_do_resume_start_over_or_fresh(trained_run, tmp_path):
+    cfg, summary = trained_run.cfg, trained_run.summary
+    folder = run_dir.RunDir(trained_run.run, resume=True, restart_if_changed=True)
     model_cfg = ModelConfig.from_dict(folder.previous.payload["model_config"])
     assert folder.decide(model_cfg, cfg, None) == run_dir.Start("finished", summary=summary)
     longer = TrainSettings(**{**cfg.to_dict(), "steps": 3})
@@ -222,7 +250,7 @@ def test_run_dir_plans_nothing_to_do_resume_start_over_or_fresh(tmp_path):
     other = model_cfg.replace(d_ff=32)
     start_over = folder.decide(other, cfg, None)
     assert start_over.kind == "start_over" and "differs in d_ff" in start_over.why
-    strict = run_dir.RunDir(tmp_path / "run", resume=True, restart_if_changed=False)
+    strict = run_dir.RunDir(trained_run.run, resume=True, restart_if_changed=False)
     with pytest.raises(UserError, match="cannot resume from .*step_0000002.pt: its model config"):
         strict.decide(other, cfg, None)
     fresh = run_dir.RunDir(tmp_path / "new", resume=True, restart_if_changed=False)
@@ -230,19 +258,9 @@ def test_run_dir_plans_nothing_to_do_resume_start_over_or_fresh(tmp_path):
     assert fresh.decide(model_cfg, cfg, None) == run_dir.Start("fresh")
 
 
-def test_restart_if_changed_moves_the_old_run_aside_and_retrains(tmp_path, capsys):
-    corpus = write_corpus(tmp_path / "train")
-    cfg = TrainSettings(
-        steps=2,
-        max_tokens=64,
-        tokens_per_step=64,
-        warmup=10,
-        checkpoint_interval=1,
-        num_threads=1,
-        log_interval=1,
-    )
-    run = tmp_path / "run"
-    first = train(corpus, run, "base", cfg, TRAIN_SHAPE)
+def test_restart_if_changed_moves_the_old_run_aside_and_retrains(own_trained_run, capsys):
+    corpus, run, cfg = own_trained_run.corpus, own_trained_run.run, own_trained_run.cfg
+    first = own_trained_run.summary
     changed = {**TRAIN_SHAPE, "d_ff": 32}
     with pytest.raises(UserError, match="goes with --resume"):
         train(corpus, RunFolder(run, restart_if_changed=True), "base", cfg, changed)
@@ -432,14 +450,9 @@ def test_dev_loss_with_wrong_sources_detects_use_of_the_source(tmp_path):
     assert dev["dev_loss_wrong_src"] > dev["dev_loss"] + 1.0
 
 
-def test_checkpoint_written_before_init_existed_resumes(tmp_path, capsys):
+def test_checkpoint_written_before_init_existed_resumes(own_trained_run, capsys):
     """A checkpoint whose model config lacks a newer key (init) continues: the key takes its default."""
-    corpus = write_corpus(tmp_path / "train")
-    cfg = TrainSettings(
-        steps=2, max_tokens=64, tokens_per_step=64, warmup=10, checkpoint_interval=1, num_threads=1
-    )
-    run = tmp_path / "run"
-    train(corpus, run, "base", cfg, TRAIN_SHAPE)
+    corpus, run, cfg = own_trained_run.corpus, own_trained_run.run, own_trained_run.cfg
     for _, path in list_checkpoints(run / "checkpoints"):
         payload = torch.load(path, weights_only=True)
         del payload["model_config"]["init"], payload["model_config"]["init_std"]
@@ -502,7 +515,7 @@ def test_a_non_finite_step_leaves_the_weights_and_the_next_read_raises(tmp_path)
     corpus = ParallelDataset(write_corpus(tmp_path / "train"))
     cfg = TrainSettings(max_tokens=64, tokens_per_step=64, warmup=4, precision="fp32")
     ctx = DistContext(0, 0, 1, torch.device("cpu"), owns_group=False)
-    trainer = Trainer(model_config("base", vocab_size=24, **TRAIN_SHAPE), cfg, ctx, corpus)
+    trainer = Trainer.fresh(model_config("base", vocab_size=24, **TRAIN_SHAPE), cfg, ctx, corpus)
     try:
         trainer.train_step()
         trainer.interval_sums()  # finite: no error
@@ -538,7 +551,7 @@ def test_gradients_owned_across_micro_batches_give_the_same_step(tmp_path, monke
     weights = []
     for graphs in (False, True):  # True: as on CUDA with fixed shapes (here eager, on the CPU)
         monkeypatch.setattr(loss, "compile_options", lambda *_, g=graphs: {"triton.cudagraphs": g})
-        trainer = Trainer(model_cfg, cfg, ctx, corpus)
+        trainer = Trainer.fresh(model_cfg, cfg, ctx, corpus)
         try:
             assert trainer.accumulation == 2 and trainer.owns_gradients == graphs
             owned = [p.grad for p in trainer.model.parameters()]
@@ -553,3 +566,24 @@ def test_gradients_owned_across_micro_batches_give_the_same_step(tmp_path, monke
         finally:
             trainer.close()
     assert all(torch.equal(a, b) for a, b in zip(*weights, strict=True))
+
+
+def test_the_session_resolves_the_runtime_once_and_the_trainer_takes_it(tmp_path, monkeypatch):
+    """Micro-batch, autocast and path are resolved once, by the session (training/runtime.py);
+    the ``Trainer`` takes the result and resolves nothing again."""
+    from transformer_core.training import session, step
+
+    calls = []
+
+    def counted(*args):
+        calls.append(args)
+        return resolve_runtime(*args)
+
+    def refused(*args):
+        raise AssertionError("the Trainer resolved the run's runtime again")
+
+    monkeypatch.setattr(session, "resolve_runtime", counted)
+    monkeypatch.setattr(step, "resolve_runtime", refused)
+    corpus = write_corpus(tmp_path / "train")
+    summary = train(corpus, tmp_path / "run", "base", replace(TWO_STEPS, steps=1), TRAIN_SHAPE)
+    assert summary["steps"] == 1 and len(calls) == 1

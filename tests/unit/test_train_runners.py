@@ -1,4 +1,4 @@
-"""bench.train_runners: the peer trains on the batches our Trainer cuts, a step of several
+"""bench.lib.train_runners: the peer trains on the batches our Trainer cuts, a step of several
 micro-batches adding their gradients as ours does."""
 
 import pytest
@@ -6,8 +6,14 @@ import torch
 
 pytest.importorskip("transformers")
 
-from bench.bench_train import SHAPES  # noqa: E402
-from bench.train_runners import Peer, peer_steps, peer_throughput, synthetic_corpus  # noqa: E402
+from bench.lib.shapes import SHAPES  # noqa: E402
+from bench.lib.train_runners import (  # noqa: E402
+    Peer,
+    Steps,
+    peer_steps,
+    peer_throughput,
+    synthetic_corpus,
+)
 from transformer_core.data.batching import TokenBucketSampler  # noqa: E402
 from transformer_core.model.config import model_config  # noqa: E402
 
@@ -50,7 +56,8 @@ def test_a_step_adds_its_micro_batches_gradients_over_the_steps_tokens(task):
 
 def test_peer_throughput_reports_the_steps_it_timed(task):
     cfg, dataset = task
-    row = peer_throughput(cfg, dataset, torch.device("cpu"), 2, 1, 500, 1000, compile=False)
+    steps = Steps(max_tokens=500, tokens_per_step=1000, timed=2, warmup=1)
+    row = peer_throughput(cfg, dataset, torch.device("cpu"), steps, compile=False)
     assert row["peer"] == "MarianMTModel, eager" and row["accumulation"] == 2
     assert row["steps"] == 2 and row["tgt_tokens_per_s"] > 0
     assert 500 < row["tgt_tokens_per_step"] <= 1000

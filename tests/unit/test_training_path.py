@@ -5,8 +5,10 @@ switch on (it ships off until a GPU shows the fast path learns as eager does).""
 import numpy as np
 import pytest
 import torch
+from conftest import TRAIN_SHAPE
 
 from transformer_core import device as device_module
+from transformer_core.model.config import model_config
 from transformer_core.settings import TrainSettings
 from transformer_core.training import path as training_path
 from transformer_core.training.path import (
@@ -17,6 +19,7 @@ from transformer_core.training.path import (
     resolve,
     widths_met,
 )
+from transformer_core.training.runtime import resolve_runtime
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda", 0)
 BF16 = torch.bfloat16
@@ -97,3 +100,22 @@ def test_widths_met_counts_the_ladder_widths_of_the_longer_sides():
     # longer side + 1: 6, 11, 62, 91 -> widths 8, 16, 64, 104
     assert widths_met(src, tgt) == 4 and widths_met(np.array([]), np.array([])) == 0
     assert training_path.WARM_UP["cuda"][0] == 44.0
+
+
+def test_a_runs_runtime_is_resolved_once_for_a_fresh_start_and_for_a_resume():
+    """``resolve_runtime``: the micro-batch ``auto`` picks, the autocast and the path of a fresh
+    run; and what a resumed run keeps of them, from its checkpoint's record."""
+    model_cfg = model_config("base", vocab_size=24, **TRAIN_SHAPE)
+    cfg = TrainSettings(tokens_per_step=6400, warmup=10)  # max_tokens, compile, shapes: auto
+    payload = {
+        "train_config": {"max_tokens": 1000},
+        "training_path": {"compile": "on", "batch_shapes": "fixed", "compute_weights": "fp32"},
+    }
+    fresh, resumed = resolve_runtime(cfg, model_cfg, CPU, 1, 15, payload)
+    autocast = device_module.autocast_dtype(CPU, "auto")
+    assert (fresh.settings.max_tokens, resumed.settings.max_tokens) == (3125, 1000)
+    assert fresh.autocast == resumed.autocast == autocast
+    assert fresh.path == resolve(CPU, cfg, autocast, cfg.steps, 15)
+    assert resumed.path == kept(fresh.path, cfg, recorded(payload))
+    assert (resumed.path.compile, resumed.path.batch_shapes) == ("on", "fixed")
+    assert resolve_runtime(cfg, model_cfg, CPU, 1, 15) == (fresh, fresh)  # no checkpoint

@@ -3,13 +3,16 @@ names and seeds, train options, search, data files and shards, the tables' and r
 inputs and arguments), called as the rules call it, with the wildcards' values."""
 
 import copy
+import re
 
 import pytest
 import yaml
 from conftest import ROOT, SMOKE
 from snakemake.utils import validate
 
+from transformer_core.decoding.dev_choice import grid_points
 from transformer_core.errors import ConfigError
+from transformer_core.model.config import EXPERIMENTS
 from transformer_core.paper import ATTENTION_FIGURES
 from transformer_core.workflow_plan import DataPlan, RunPlan, TablePlan
 from transformer_core.workflow_plan.config_checks import check
@@ -18,7 +21,13 @@ from transformer_core.workflow_plan.data import (
     shard_args,
     split_prefixes,
 )
-from transformer_core.workflow_plan.runs import checkpoint_path, launcher
+from transformer_core.workflow_plan.runs import (
+    POINT_PATTERN,
+    RUN_NAME_PATTERN,
+    checkpoint_path,
+    launcher,
+    point_suffix,
+)
 from transformer_core.workflow_plan.tables import figure_args, option_args, option_inputs
 
 SCHEMA = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
@@ -42,6 +51,30 @@ def test_seeds_name_the_runs():
     assert plan.split_run("C3-seed2") == ("C3", 2) and plan.split_run("base") == ("base", 1)
     with pytest.raises(ConfigError, match=r"seeds: \[2\] lacks train.seed \(1\)"):
         RunPlan(configuration(seeds=[2]))
+
+
+def test_run_names_match_the_exp_wildcard_and_near_misses_do_not():
+    plan = RunPlan(configuration(seeds=[1, 2, 10]))
+    for name in [plan.run_name(exp, seed) for exp in EXPERIMENTS for seed in plan.seeds]:
+        assert re.fullmatch(RUN_NAME_PATTERN, name), name
+    for near_miss in ("basic", "base-seed", "base-seedX", "base_seed2", "C3-seed2.avg", "Z9", ""):
+        assert not re.fullmatch(RUN_NAME_PATTERN, near_miss), near_miss
+
+
+def test_point_suffixes_match_the_point_wildcard_and_near_misses_do_not():
+    grid = {"beam": [1, 4, 21, 100], "alpha": [0.0, -0.0, 0.3, 0.6, 1, 10.0, 1e-05, 2.5e-7]}
+    suffixes = [point_suffix(point) for point in grid_points("dev", "dev", grid)]
+    for suffix in suffixes + [""]:  # empty: a decode that reads its settings file
+        assert re.fullmatch(POINT_PATTERN, suffix), suffix
+    for near_miss in (
+        "beam4-alpha0.6",  # without its dot
+        ".beam4-alpha",
+        ".beam-alpha0.6",
+        ".beam4_alpha0.6",
+        ".beam4-alpha-0.6",
+        ".beam4-alpha0.6.txt",
+    ):
+        assert not re.fullmatch(POINT_PATTERN, near_miss), near_miss
 
 
 def test_parsing_runs_take_table4_train_and_translation_runs_train():

@@ -8,8 +8,8 @@ import yaml
 from conftest import ROOT, snakemake, snakemake_on
 
 from transformer_core.errors import ConfigError
-from transformer_core.workflow_plan.config_checks import (
-    check,
+from transformer_core.workflow_plan.config_checks import check
+from transformer_core.workflow_plan.config_facts import (
     experiments,
     job_threads,
     rank_threads,
@@ -136,9 +136,9 @@ def test_sharded_data_commands(tmp_path):
     ("decode", "line"),
     [
         ({"alpha": "dev", "grid": {"alpha": []}}, "decode.grid.alpha: give a non-empty list"),
-        ({"alpha": "dev", "grid": {"alpha": [0.6, -0.3]}}, "decode.grid.alpha[1]: must be a"),
+        ({"alpha": "dev", "grid": {"alpha": [0.6, -0.3]}}, "grid.alpha[1]: must be at least 0"),
         ({"alpha": "dev", "grid": {"alpha": [0.6, float("nan")]}}, "decode.grid.alpha[1]: nan"),
-        ({"beam": "dev", "grid": {"beam": [4, 0]}}, "decode.grid.beam[1]: must be an integer"),
+        ({"beam": "dev", "grid": {"beam": [4, 0]}}, "decode.grid.beam[1]: must be at least 1"),
         (
             {"alpha": "dev", "grid": {"alpha": [0.6, 100]}},
             "decode.grid.alpha[1]: must be at most 10",

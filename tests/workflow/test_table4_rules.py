@@ -9,8 +9,8 @@ import yaml
 from conftest import ROOT, snakemake_on
 
 from transformer_core.errors import ConfigError
-from transformer_core.workflow_plan.config_checks import (
-    check,
+from transformer_core.workflow_plan.config_checks import check
+from transformer_core.workflow_plan.config_facts import (
     experiments,
     parsing_runs,
     table4_unavailable,

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from transformer_core.commands import add_decode_arguments, decode_options
-from transformer_core.settings import InferenceSettings, add_options, settings_of
+from transformer_core.settings import CurveSettings, InferenceSettings, add_options, settings_of
 
 HELP = (
     "Decode the dev set with a run's kept checkpoints and score each: BLEU against training steps."
@@ -19,13 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", required=True, help="dev source text, one sentence per line")
     parser.add_argument("--ref", required=True, help="dev reference, detokenized")
     parser.add_argument("--lang", default="de", help="target language (default: de)")
-    parser.add_argument(
-        "--checkpoints",
-        type=int,
-        default=5,
-        help="decode at most this many kept checkpoints, evenly spaced, the last among them "
-        "(default: 5)",
-    )
+    add_options(parser, CurveSettings)
     add_decode_arguments(parser, settings_file=True)
     parser.add_argument("--out", required=True, help="JSON output: one point per checkpoint")
     add_options(parser, InferenceSettings)
@@ -48,9 +42,8 @@ def run(args: argparse.Namespace) -> int:
 
     import sentencepiece as spm
 
-    from transformer_core.decoding.inference import DecodingRuntime
+    from transformer_core.decoding.inference import resolve_inference
     from transformer_core.decoding.translate import check_vocabulary, translate_lines
-    from transformer_core.device import setup_device, use_compile
     from transformer_core.errors import UserError
     from transformer_core.evaluation.bleu import read_pair
     from transformer_core.evaluation.curves import bleu_by_step, spaced
@@ -64,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = decode_options(args)
     runtime = settings_of(InferenceSettings, args)
+    curve = settings_of(CurveSettings, args)
     check_output(args.out, "--out")
     check_not_inputs(
         {"--out": args.out},
@@ -75,11 +69,10 @@ def run(args: argparse.Namespace) -> int:
         },
     )
     _, refs = read_pair(args.input, args.ref)  # same line counts, else an error
-    checkpoints = spaced(list_checkpoints(Path(args.run_dir) / "checkpoints"), args.checkpoints)
+    checkpoints = spaced(list_checkpoints(Path(args.run_dir) / "checkpoints"), curve.checkpoints)
     if not checkpoints:
         raise UserError(f"{args.run_dir}/checkpoints holds no step_*.pt checkpoint")
-    device, autocast = setup_device(runtime)
-    compiled = use_compile(device, runtime.compile, "decode")
+    inference = resolve_inference(runtime)
     try:
         sp = spm.SentencePieceProcessor(model_file=args.spm)
     except (OSError, RuntimeError) as err:
@@ -87,13 +80,12 @@ def run(args: argparse.Namespace) -> int:
     lines = read_lines(args.input, strip_cr=True)
 
     def translate(path):
-        payload = load_checkpoint(path, map_location=device)
+        payload = load_checkpoint(path, map_location=inference.device)
         check_spm(payload, path, args.spm, args.allow_vocab_mismatch)
-        model = model_from_payload(payload, path, map_location=device)
+        model = model_from_payload(payload, path, map_location=inference.device)
         check_vocabulary(model, sp, args.spm)
         print(f"decoding {len(lines)} lines with {path}", file=sys.stderr)
-        decoding = DecodingRuntime(runtime.max_tokens, autocast, compiled)
-        outputs = translate_lines(model, sp, lines, options, decoding, args.input)
+        outputs = translate_lines(model, sp, lines, options, inference.decoding, args.input)
         if args.detokenize:
             from transformer_core.data.moses import detokenize
 

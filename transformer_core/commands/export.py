@@ -50,23 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    import shlex
-    from pathlib import Path
-
-    import torch
-
-    from transformer_core.commands import check_outputs
-    from transformer_core.decoding.translate import load_translation_model
+def check_flags(args: argparse.Namespace) -> None:
+    """Before the work: --quantization and --score each with its own format (--quantization
+    float32 where left out), the format's extra installed (a missing one costs nothing), an
+    --out that names a folder."""
     from transformer_core.errors import UserError
-    from transformer_core.export.folder import check_export_dir
-    from transformer_core.files import (
-        check_input_file,
-        check_not_inputs,
-        check_regular_file,
-        sha256_of,
-    )
-    from transformer_core.model.checkpoint import load_checkpoint
 
     if args.format == "transformers" and args.quantization is not None:
         raise UserError(
@@ -80,34 +68,32 @@ def run(args: argparse.Namespace) -> int:
         )
     args.quantization = args.quantization or "float32"
     if args.format == "ctranslate2":
-        from transformer_core.export.ctranslate2 import (
-            export_ctranslate2,
-            require_ctranslate2,
-        )
+        from transformer_core.export.ctranslate2 import require_ctranslate2
 
-        require_ctranslate2()  # before the work: a missing extra costs nothing
+        require_ctranslate2()
     else:
-        from transformer_core.export.transformers import (
-            export_transformers,
-            require_transformers,
-        )
+        from transformer_core.export.transformers import require_transformers
 
         require_transformers()
     if not args.out.strip():  # Path("") is the working folder
         raise UserError("--out is empty; give the folder to write the model into")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import torch
+
+    from transformer_core.commands import check_outputs
+    from transformer_core.decoding.translate import load_translation_model
+    from transformer_core.export.card import card_facts, provenance, read_card_score
+    from transformer_core.export.folder import check_export_dir
+    from transformer_core.files import check_not_inputs, check_regular_file
+
+    check_flags(args)
     check_regular_file(args.checkpoint, "--checkpoint")  # each read twice: hashed, then loaded
     check_regular_file(args.spm, "--spm")
-    score = None
-    if args.score is not None:
-        from transformer_core.decoding.dev_choice import checked_search, read_score
-
-        check_input_file(args.score, "--score")
-        try:
-            score = read_score(args.score)  # the card's two numbers, finite
-            if score.get("decoding") is not None:  # the search the card and folder state
-                checked_search(score["decoding"], args.score)
-        except UserError as err:
-            raise UserError(f"--score {err}") from None
+    score = read_card_score(args.score) if args.score is not None else None
     check_not_inputs(
         {"--out": args.out},
         {"--checkpoint": args.checkpoint, "--spm": args.spm, "--score": args.score},
@@ -117,61 +103,17 @@ def run(args: argparse.Namespace) -> int:
     model, sp = load_translation_model(
         args.checkpoint, args.spm, torch.device("cpu"), args.allow_vocab_mismatch
     )
-    provenance = {
-        "checkpoint": str(args.checkpoint),
-        "checkpoint_sha256": sha256_of(args.checkpoint),
-        "spm_sha256": sha256_of(args.spm),
-    }
     if args.format == "ctranslate2":
-        out = export_ctranslate2(model, sp, args.spm, args.out, args.quantization, provenance)
+        from transformer_core.export.ctranslate2 import export_ctranslate2
+
+        inputs = provenance(args.checkpoint, args.spm)
+        out = export_ctranslate2(model, sp, args.spm, args.out, args.quantization, inputs)
         made = f"ctranslate2, {args.quantization}"
     else:
-        payload = load_checkpoint(args.checkpoint)
-        summary = Path(args.checkpoint).parent / "summary.json"  # the run's, beside last.pt
-        trained = read_summary(summary) if summary.is_file() else {}
-        steps = payload.get("steps") or []
-        facts = {
-            **provenance,
-            "experiment": payload.get("experiment") or trained.get("experiment"),
-            "train_config": payload.get("train_config") or trained.get("train_config"),
-            "averaged_steps": ", ".join(map(str, steps)) if None not in steps else None,
-            "score": score,
-            "command": shlex.join(
-                [
-                    "transformer-core",
-                    "export",
-                    "--checkpoint",
-                    str(args.checkpoint),
-                    "--spm",
-                    str(args.spm),
-                    "--format",
-                    "transformers",
-                    *(["--score", str(args.score)] if args.score else []),
-                    "--out",
-                    str(args.out),
-                ]
-            ),  # fmt: skip
-        }
+        from transformer_core.export.transformers import export_transformers
+
+        facts = card_facts(args.checkpoint, args.spm, args.out, args.score, score)
         out = export_transformers(model, sp, args.spm, args.out, facts)
         made = "transformers, MarianMT"
     print(f"exported {args.checkpoint} to {out} ({made})", file=sys.stderr)
     return 0
-
-
-def read_summary(path) -> dict:
-    """The training summary beside an exported checkpoint (the card's recipe); a file cut off
-    or not a mapping is a UserError naming it."""
-    import json
-
-    from transformer_core.errors import UserError
-
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise UserError(
-            f"{path}: not a training summary ({err}); the card reads the run's recipe from it: "
-            "restore it, or export a copy of the checkpoint kept elsewhere"
-        ) from None
-    if not isinstance(summary, dict):
-        raise UserError(f"{path}: not a training summary (a JSON mapping)")
-    return summary

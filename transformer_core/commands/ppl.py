@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from transformer_core.data.binarized import read_header
-    from transformer_core.device import precision_name, setup_device
+    from transformer_core.decoding.inference import resolve_inference
+    from transformer_core.device import precision_name
     from transformer_core.evaluation.perplexity import dataset_perplexity
     from transformer_core.files import atomic_write_text, check_not_inputs, check_output
     from transformer_core.model.checkpoint import (
@@ -49,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     runtime = settings_of(InferenceSettings, args)
     check_output(args.out, "--out")
     check_not_inputs({"--out": args.out}, {"--checkpoint": args.checkpoint})
-    device, autocast = setup_device(runtime)
+    inference = resolve_inference(runtime)  # ppl has no --compile: it scores eagerly
+    device, autocast = inference.device, inference.decoding.autocast
     payload = load_checkpoint(args.checkpoint, map_location=device)
     check_data_fingerprint(
         payload, args.checkpoint, read_header(args.data), args.data, args.allow_vocab_mismatch

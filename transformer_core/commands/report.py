@@ -78,7 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--out": args.out, "--plot": args.plot, "--curve-plot": args.curve_plot})
     from transformer_core.errors import UserError
-    from transformer_core.tables.report import plot_learning_curves, write_report
+    from transformer_core.figures.learning_curves import plot_learning_curves
+    from transformer_core.tables.report import write_report
 
     if args.run and not args.plot:
         raise UserError("--run needs --plot: the learning curves go into that PNG")
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         plot_learning_curves(dict(args.run), args.plot)
     figures = dict(args.figure)
     if args.curve:
-        from transformer_core.evaluation.curves import plot_bleu_curves
+        from transformer_core.figures.bleu_curves import plot_bleu_curves
 
         plot_bleu_curves(dict(args.curve), args.curve_plot)
         figures = {"BLEU against training steps (dev set)": args.curve_plot, **figures}

@@ -7,14 +7,14 @@ import json
 
 from transformer_core.errors import UserError
 from transformer_core.evaluation.bleu import read_pair, score_lines
-from transformer_core.evaluation.significance import RESAMPLES, SEED, line_intervals
+from transformer_core.evaluation.significance import line_intervals
 from transformer_core.files import (
     atomic_write_text,
     check_input_file,
     check_not_inputs,
     check_output,
 )
-from transformer_core.settings import parse_seed
+from transformer_core.settings import BootstrapSettings, add_options, settings_of
 
 HELP = (
     "BLEU of a detokenized hypothesis file: paper-style (tokenized, ##AT##), sacreBLEU 13a, and "
@@ -43,22 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "its beam, alpha and their origin are recorded beside the score (left out: translate's "
         "record beside the hypothesis file, where there is one)",
     )
-    parser.add_argument(
-        "--bootstrap-resamples",
-        type=int,
-        default=RESAMPLES,
-        help="resamples of sacreBLEU's bootstrap for each score's 95%% confidence interval; "
-        f"0: no interval (default: {RESAMPLES})",
-    )
-    parser.add_argument(
-        "--bootstrap-seed",
-        type=parse_seed,
-        default=SEED,
-        help=f"seed of sacreBLEU's bootstrap (its SACREBLEU_SEED; default: {SEED})",
-    )
+    add_options(parser, BootstrapSettings)
 
 
 def run(args: argparse.Namespace) -> int:
+    bootstrap = settings_of(BootstrapSettings, args)
     check_input_file(args.hyp, "--hyp")
     check_input_file(args.ref, "--ref")
     check_output(args.out, "--out")
@@ -86,10 +75,8 @@ def run(args: argparse.Namespace) -> int:
     if not hyps and not refs:
         raise UserError(f"{args.hyp} and {args.ref} are both empty: there is nothing to score")
     result = score_lines(hyps, refs, args.lang, args.hyp, args.ref)
-    if args.bootstrap_resamples:
-        result |= line_intervals(
-            hyps, refs, args.bootstrap_resamples, args.bootstrap_seed, args.lang
-        )
+    if bootstrap.resamples:
+        result |= line_intervals(hyps, refs, bootstrap.resamples, bootstrap.seed, args.lang)
     if decoding is not None:
         result["decoding"] = decoding
     atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")

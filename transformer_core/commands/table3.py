@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 
 from transformer_core.commands import check_outputs
-from transformer_core.evaluation.significance import RESAMPLES, SEED
-from transformer_core.settings import parse_seed
+from transformer_core.settings import BootstrapSettings, add_options, settings_of
 
 HELP = "Assemble Table 3 from per-row CSVs (paper row order) with deltas against base, p-values and a markdown twin."
 
@@ -27,18 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lang", default="de", help="target language of the paper-style BLEU (default: de)"
     )
-    parser.add_argument(
-        "--bootstrap-resamples",
-        type=int,
-        default=RESAMPLES,
-        help=f"resamples of sacreBLEU's paired bootstrap test (default: {RESAMPLES})",
-    )
-    parser.add_argument(
-        "--bootstrap-seed",
-        type=parse_seed,
-        default=SEED,
-        help=f"seed of sacreBLEU's paired bootstrap test (default: {SEED})",
-    )
+    add_options(parser, BootstrapSettings)
     parser.add_argument(
         "--dataset",
         nargs=2,
@@ -55,8 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     check_outputs({"--out": args.out, "--markdown": args.markdown, "--plot": args.plot})
     from transformer_core.errors import UserError
+    from transformer_core.figures.table3_deltas import plot_deltas
     from transformer_core.paper import TABLE3_NOTES
-    from transformer_core.tables.deltas import add_deltas, plot_deltas
+    from transformer_core.tables.deltas import BASE, add_deltas
     from transformer_core.tables.evaluation_sets import datasets_of, paper_labels, table3_notes
     from transformer_core.tables.markdown import write_table
     from transformer_core.tables.translation import DELTA_NOTES, INTERVAL_NOTES, table3
@@ -68,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
         translations: dict[str, dict[int, str]] = {}
         for row, seed, path in args.hyp:
             translations.setdefault(row, {})[int(seed)] = path
+        bootstrap = settings_of(BootstrapSettings, args)
         table = add_deltas(
-            table, translations, args.ref, args.lang, args.bootstrap_resamples, args.bootstrap_seed
+            table, translations, args.ref, args.lang, bootstrap.resamples, bootstrap.seed
         )
     elif args.plot:
         raise UserError("--plot needs --hyp: the chart shows the deltas of the paired tests")
@@ -80,5 +70,5 @@ def run(args: argparse.Namespace) -> int:
     labels = paper_labels(datasets, ("paper_ppl", "paper_bleu", "paper_params"))
     write_table(table, args.out, args.markdown, notes, labels)
     if args.plot:
-        plot_deltas(table, args.plot)
+        plot_deltas(table, BASE, args.plot)
     return 0

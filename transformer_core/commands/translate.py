@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
 from transformer_core.commands import add_decode_arguments, add_model_files, decode_options
-from transformer_core.settings import (
-    AUTO,
-    QUANTIZE_MODES,
-    InferenceSettings,
-    add_options,
-    settings_of,
-)
+from transformer_core.settings import QUANTIZE_MODES, InferenceSettings, add_options, settings_of
 
 HELP = "Decode a text file line by line with beam search (sentencepiece in and out, order kept)."
 
@@ -48,14 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from transformer_core.decoding.dev_choice import record_translation
-    from transformer_core.decoding.inference import DecodingRuntime
-    from transformer_core.decoding.quantize import check_int8_device
+    from transformer_core.decoding.inference import resolve_inference
     from transformer_core.decoding.translate import (
         Progress,
         load_translation_model,
         translate_lines,
     )
-    from transformer_core.device import compile_choice, cpu_threads, precision_name, setup_device
     from transformer_core.files import (
         atomic_write_text,
         check_input_file,
@@ -77,26 +68,18 @@ def run(args: argparse.Namespace) -> int:
             "--decode-settings": args.decode_settings,
         },
     )
-    int8 = args.quantize == "int8"
-    if int8 and runtime.precision == AUTO:
-        runtime = dataclasses.replace(runtime, precision="fp32")
-    device, autocast = setup_device(runtime)
-    if int8:
-        check_int8_device(device, autocast)
-    compiled, compile_why = compile_choice(device, runtime.compile, "decode")
+    inference = resolve_inference(runtime, int8=args.quantize == "int8")
     print(
-        f"decoding on {device} ({cpu_threads()}), precision "
-        f"{'int8 (dynamic)' if int8 else precision_name(autocast)} (scores in fp32), "
-        f"{'compiled' if compiled else 'eager'} step ({compile_why}), beam "
-        f"{options.beam}, alpha {options.alpha:g}"
+        f"{inference.describe()}, beam {options.beam}, alpha {options.alpha:g}"
         + (f" (from {args.decode_settings})" if args.decode_settings else ""),
         file=sys.stderr,
     )
-    model, sp = load_translation_model(args.checkpoint, args.spm, device, args.allow_vocab_mismatch)
+    model, sp = load_translation_model(
+        args.checkpoint, args.spm, inference.device, args.allow_vocab_mismatch
+    )
     lines = read_lines(args.input, strip_cr=True)  # a CRLF file translates as the same file in LF
     progress = Progress(len(lines), sys.stderr)
-    decoding = DecodingRuntime(runtime.max_tokens, autocast, compiled, int8)
-    outputs = translate_lines(model, sp, lines, options, decoding, args.input, progress)
+    outputs = translate_lines(model, sp, lines, options, inference.decoding, args.input, progress)
     progress.report()
     if args.detokenize:
         from transformer_core.data.moses import detokenize

@@ -65,6 +65,10 @@ def default_count(train_pairs: int | None) -> int:
     return max(1, min(MAX_DEFAULT_SHARDS, math.ceil(train_pairs / PAIRS_PER_SHARD)))
 
 
+# The stems ``name`` writes, for the 9999 shards a pair may have at most (the `shard` wildcard).
+NAME_PATTERN = "[0-9]{4}-of-[0-9]{4}"
+
+
 def name(index: int, count: int) -> str:
     """The shard's file stem, ``0003-of-0008``: the count is in the name, so shards of
     different counts never mix."""

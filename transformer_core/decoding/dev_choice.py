@@ -13,6 +13,7 @@ configuration, with no sweep, so that every score names the settings that made i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -22,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from transformer_core.errors import UserError
-from transformer_core.settings import DEV, DecodeSettings
+from transformer_core.settings import CHOSEN_FIELDS, DEV, DecodeSettings
+from transformer_core.settings.fields import bounds_broken
 
 CRITERION = "sacrebleu"  # the dev score the choice maximizes
-CHOSEN_FIELDS = ("beam", "alpha")  # the DecodeSettings fields a settings file gives
 PAPER = DecodeSettings()  # the paper's beam 4 and alpha 0.6: where scores tie
 TIES = (
     f"equal dev {CRITERION}: the paper's value (beam {PAPER.beam}, alpha {PAPER.alpha}), then "
@@ -203,15 +204,11 @@ def checked_search(record: Any, where: str) -> tuple[int, float]:
     checked with the decoding settings' own bounds; a UserError naming ``where`` otherwise."""
     if not isinstance(record, dict):
         raise UserError(f"{where}: its decoding record is not a mapping, got {record!r:.60}")
-    beam, alpha = record.get("beam"), record.get("alpha")
-    # DecodeSettings' bounds: beam at least 1, alpha finite and at least 0.
-    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
-        raise UserError(f"{where}: beam must be an integer of at least 1, got {beam!r:.60}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-        raise UserError(f"{where}: alpha must be a number, got {alpha!r:.60}")
-    if not 0 <= alpha < math.inf:
-        raise UserError(f"{where}: alpha must be finite and >= 0, got {alpha}")
-    return beam, float(alpha)
+    fields = {f.name: f for f in dataclasses.fields(DecodeSettings)}
+    for name in CHOSEN_FIELDS:  # within the search's declared bounds
+        if broken := bounds_broken(fields[name], record.get(name)):
+            raise UserError(f"{where}: {name} {broken}, got {record.get(name)!r:.60}")
+    return record["beam"], float(record["alpha"])
 
 
 def decoding_summary(record: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""BLEU against training steps: a run's kept checkpoints decoded and scored, and the chart.
+"""BLEU against training steps: a run's kept checkpoints decoded and scored (the report's
+chart of them: ``figures.bleu_curves``).
 
 The learning curves of the report show training loss and dev perplexity, which every run
 logs; BLEU needs a decode per checkpoint. ``bleu_by_step`` decodes the dev set with up
@@ -9,13 +10,10 @@ So at paper scale the curve covers the end of training, where the averaging happ
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from transformer_core.errors import UserError
-from transformer_core.files import save_png
 
 
 def spaced(items: Sequence, count: int) -> list:
@@ -58,28 +56,3 @@ def bleu_by_step(
             }
         )
     return points
-
-
-def plot_bleu_curves(curves: dict[str, str | os.PathLike], out: str | os.PathLike) -> None:
-    """Dev BLEU (both variants) against steps, one line per run, from ``bleu_curve`` JSONs."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
-    for label, path in curves.items():
-        try:
-            points = json.loads(Path(path).read_text(encoding="utf-8"))["points"]
-        except (OSError, ValueError, KeyError) as err:
-            raise UserError(f"{path}: not a bleu_curve file ({err})") from None
-        steps = [p["step"] for p in points]
-        for ax, key in zip(axes, ("bleu_paper_style", "sacrebleu"), strict=True):
-            ax.plot(steps, [p[key] for p in points], marker="o", label=label)
-    for ax, title in zip(axes, ("BLEU, paper-style", "sacreBLEU"), strict=True):
-        ax.set(xlabel="step", ylabel="dev BLEU (beam search, kept checkpoints)", title=title)
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="small")
-    fig.tight_layout()
-    save_png(fig, out)

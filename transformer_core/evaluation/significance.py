@@ -35,11 +35,11 @@ from dataclasses import asdict, dataclass
 
 from transformer_core.errors import UserError
 from transformer_core.evaluation.bleu import lowercased_tokenized, paper_tokenized, read_pair
+from transformer_core.settings.evaluation import LEAST_RESAMPLES
 
 # sacreBLEU's confidence level is fixed: its interval drops n // 40 resamples at each end.
 CONFIDENCE = 0.95
 SEED_VARIABLE = "SACREBLEU_SEED"
-RESAMPLES, SEED = 1000, 12345  # sacreBLEU's own defaults (n_bootstrap, SACREBLEU_SEED)
 VARIANTS = ("paper", "sacrebleu", "lowercased_tokenized")  # the BLEU variants of a score file
 # Each variant's key in a score file (``bleu.score_lines``); its interval is the key + "_ci".
 SCORE_KEYS = {
@@ -118,10 +118,12 @@ def _texts(
 
 
 def _check_resamples(resamples: int) -> None:
-    # sacreBLEU's interval drops resamples // 40 at each end: fewer than 40 drop none.
-    if resamples < 40:
+    """The least resamples of ``settings.BootstrapSettings`` (its off, 0, is a command's: here
+    an interval or a test is to be made)."""
+    if resamples < LEAST_RESAMPLES:
         raise UserError(
-            f"bootstrap resamples must be at least 40 for a 95% interval, not {resamples}"
+            f"bootstrap resamples must be at least {LEAST_RESAMPLES} for a 95% interval, "
+            f"not {resamples}"
         )
 
 

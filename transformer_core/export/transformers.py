@@ -40,6 +40,7 @@ from typing import Any
 import torch
 
 from transformer_core.errors import UserError
+from transformer_core.export.card import model_card, score_search
 from transformer_core.export.folder import sentencepiece_vocabulary, write_export
 from transformer_core.model.config import ModelConfig
 from transformer_core.model.transformer import MultiHeadAttention, Transformer
@@ -213,96 +214,6 @@ def marian_model(model: Transformer, sp, alpha: float = 0.6, beam: int = 4):
             f"MarianMTModel's weights do not match: missing {left}, unexpected {unexpected}"
         )
     return hf.eval()
-
-
-def score_search(score: dict[str, Any] | None) -> tuple[int, float] | None:
-    """The beam and alpha a score's translations were decoded with (its ``decoding`` record),
-    or None where the score does not record them."""
-    decoding = (score or {}).get("decoding")
-    if not isinstance(decoding, dict) or "beam" not in decoding or "alpha" not in decoding:
-        return None
-    return int(decoding["beam"]), float(decoding["alpha"])
-
-
-def search_origins(score: dict[str, Any]) -> set[str]:
-    """Where a score's beam and alpha came from (``config``, ``dev``)."""
-    return set(((score.get("decoding") or {}).get("from") or {}).values())
-
-
-def model_card(model: Transformer, facts: dict[str, Any]) -> str:
-    """The folder's README.md: what the model is, how it was trained, its score, how it was made."""
-    cfg = model.cfg
-    params = sum(p.numel() for p in model.parameters())
-    lines = [
-        f"# {facts.get('experiment') or 'Transformer'}: a reproduction of Vaswani et al. (2017)",
-        "",
-        "A Transformer trained by the transformer-core pipeline, exported to MarianMT.",
-        "",
-        "## Model",
-        "",
-        f"Post-norm encoder-decoder, {cfg.encoder_layers}+{cfg.decoder_layers} layers, d_model "
-        f"{cfg.d_model}, d_ff {cfg.d_ff}, {cfg.h} heads, ReLU, sinusoidal positions, one embedding "
-        f"matrix of {cfg.vocab_size} sentencepiece pieces shared by both sides and the output layer; "
-        f"{params:,} parameters.",
-        "",
-        "## Training",
-        "",
-        "The paper's recipe: Adam(0.9, 0.98, 1e-9), the learning rate d_model^-0.5 * "
-        "min(step^-0.5, step * warmup^-1.5), label smoothing "
-        f"{cfg.label_smoothing}, dropout {cfg.dropout}.",
-    ]
-    recipe = ("steps", "tokens_per_step", "warmup", "lr_scale", "seed")
-    train = facts.get("train_config")
-    if isinstance(train, dict) and all(key in train for key in recipe):
-        lines += [
-            f"{train['steps']:,} steps of {train['tokens_per_step']:,} target tokens, warmup "
-            f"{train['warmup']}, lr_scale {train['lr_scale']}, seed {train['seed']}."
-        ]
-    if facts.get("averaged_steps"):
-        lines += [
-            f"The weights are the average of the checkpoints of steps {facts['averaged_steps']}."
-        ]
-    if facts.get("score"):
-        score = facts["score"]
-        search = score_search(score)
-        how = (
-            f"(beam {search[0]}, GNMT's length penalty with alpha {search[1]:g}"
-            + (", chosen on the dev set" if "dev" in search_origins(score) else "")
-            + ")"
-            if search
-            else "(the score file records no beam or length penalty: the search that made it "
-            "is unknown)"
-        )
-        lines += [
-            "",
-            "## Score",
-            "",
-            f"On `{score.get('ref', 'the test set')}`: sacreBLEU {score['sacrebleu']:.2f} "
-            f"(`{score.get('sacrebleu_signature', '')}`), paper-style BLEU "
-            f"{score['bleu_paper_style']:.2f}, decoded by the project's beam search {how}.",
-        ]
-    lines += [
-        "",
-        "## Use",
-        "",
-        "```python",
-        "from transformers import MarianMTModel, MarianTokenizer",
-        "",
-        'tokenizer = MarianTokenizer.from_pretrained("FOLDER")',
-        'model = MarianMTModel.from_pretrained("FOLDER")',
-        'batch = tokenizer(["A man is riding a bike."], return_tensors="pt", truncation=True)',
-        "print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))",
-        "```",
-        "",
-        "`generate` divides a hypothesis' log-probability by |Y|^alpha (`length_penalty`); the "
-        "paper and the project by ((5 + |Y|) / 6)^alpha, so the same alpha can pick another "
-        "hypothesis. Layer norms use epsilon 1e-5 here and 1e-6 in training.",
-        "",
-        "## Made by",
-        "",
-        f"`{facts.get('command', 'transformer-core export --format transformers')}`",
-    ]
-    return "\n".join(lines) + "\n"
 
 
 def export_transformers(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from transformer_core.errors import ConfigError
-from transformer_core.settings.fields import require_choice, require_positive_integers
+from transformer_core.settings.fields import option, require_declared
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
 INITIALIZATIONS = ("xavier", "normal")
@@ -24,63 +24,67 @@ INITIALIZATIONS = ("xavier", "normal")
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
 
+# The configuration sections a ModelConfig field may be set in (``option``'s ``sections``):
+# ``model`` (every model of the scale) and Table 4's ``table4.train`` (the parsing runs').
+MODEL, PARSING_TRAIN = "model", "table4.train"
+
+
+def model_option(default: Any, help: str, sections: tuple[str, ...] = (), **bounds: Any) -> Any:
+    """A ModelConfig field: no command-line flag (a model's shape comes from its experiment),
+    its bounds, and the configuration sections that may set it. ``shape``: a published
+    model's shape or P_drop, which replaces the scaled preset's value, so the schema gives it
+    no default (``workflow_plan.schema``, ``config_checks.check_model_shape``)."""
+    return option(default, None, help, sections=sections, **bounds)
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Shape and regularization of the post-norm encoder-decoder (paper section 3).
 
     ``d_k`` and ``d_v`` are independent of ``d_model / h``: Table 3 row B shrinks
-    ``d_k`` alone, so ``h * d_k`` need not equal ``d_model``.
+    ``d_k`` alone, so ``h * d_k`` need not equal ``d_model``. Each field declares its bounds
+    once (``settings.fields.option``): construction checks them, and the configuration
+    schema's ``model`` and ``table4.train`` keys are generated from them.
     """
 
-    vocab_size: int = 37000
-    encoder_layers: int = 6
-    decoder_layers: int = 6
-    d_model: int = 512
-    d_ff: int = 2048
-    h: int = 8
-    d_k: int = 64
-    d_v: int = 64
-    dropout: float = 0.1  # P_drop: embedding+position sums and every sub-layer output
-    label_smoothing: float = 0.1  # eps_ls; used by the training loss, stored with the model
-    positional: str = "sinusoidal"  # "sinusoidal" or "learned" (Table 3 row E)
-    max_positions: int = 1024  # longest sequence the (learned) position table holds
-    # Weight initialization (the paper names none). "xavier": tensor2tensor's and fairseq's,
-    # Xavier-uniform projections and the shared embedding from N(0, d_model^-0.5); "normal":
-    # every weight matrix, the embedding included, from N(0, init_std) (BERT, Marian).
-    init: str = "xavier"
-    init_std: float = 0.02
-    pad_id: int = PAD_ID
-    bos_id: int = BOS_ID
-    eos_id: int = EOS_ID
+    vocab_size: int = model_option(37000, "Joint vocabulary size", minimum=1)
+    encoder_layers: int = model_option(6, "Encoder layers N", (MODEL,), minimum=1, shape=True)
+    decoder_layers: int = model_option(6, "Decoder layers N", (MODEL,), minimum=1, shape=True)
+    d_model: int = model_option(512, "d_model", (MODEL, PARSING_TRAIN), minimum=1, shape=True)
+    d_ff: int = model_option(2048, "d_ff", (MODEL, PARSING_TRAIN), minimum=1, shape=True)
+    h: int = model_option(8, "Attention heads h", (MODEL,), minimum=1, shape=True)
+    d_k: int = model_option(64, "d_k", (MODEL, PARSING_TRAIN), minimum=1, shape=True)
+    d_v: int = model_option(64, "d_v", (MODEL, PARSING_TRAIN), minimum=1, shape=True)
+    # P_drop: embedding+position sums and every sub-layer output
+    dropout: float = model_option(
+        0.1, "P_drop", (MODEL, PARSING_TRAIN), minimum=0, below=1, shape=True
+    )
+    # eps_ls: used by the training loss, stored with the model
+    label_smoothing: float = model_option(0.1, "eps_ls", (PARSING_TRAIN,), minimum=0, below=1)
+    positional: str = model_option(
+        "sinusoidal", "Positional encoding (Table 3 row E: learned)", choices=POSITIONAL_ENCODINGS
+    )
+    # longest sequence the (learned) position table holds
+    max_positions: int = model_option(1024, "Positions the position table holds", minimum=1)
+    init: str = model_option(
+        "xavier",
+        "Weight initialization, which the paper does not name. xavier - tensor2tensor's and "
+        "fairseq's (Xavier-uniform projections, shared embedding N(0, d_model^-0.5)); normal - "
+        "every weight matrix N(0, init_std) (BERT, Marian), which learns much faster at small "
+        "scale (docs/multi30k.md; multi30k.yaml uses it)",
+        (MODEL,),
+        choices=INITIALIZATIONS,
+    )
+    init_std: float = model_option(0.02, "Standard deviation of init normal", (MODEL,), above=0)
+    pad_id: int = model_option(PAD_ID, "Padding id", minimum=0)
+    bos_id: int = model_option(BOS_ID, "Begin-of-sentence id", minimum=0)
+    eos_id: int = model_option(EOS_ID, "End-of-sentence id", minimum=0)
 
     def __post_init__(self) -> None:
-        require_positive_integers(
-            self, "model", ("vocab_size", "encoder_layers", "decoder_layers", "d_model", "d_ff",
-                            "h", "d_k", "d_v", "max_positions"),
-        )  # fmt: skip
-        for name in ("dropout", "label_smoothing"):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not 0.0 <= value < 1.0
-            ):
-                raise ConfigError(f"model.{name} must be a number in [0, 1), got {value!r}")
-        require_choice(self, "model", "positional", POSITIONAL_ENCODINGS)
-        require_choice(self, "model", "init", INITIALIZATIONS)
-        if (
-            isinstance(self.init_std, bool)
-            or not isinstance(self.init_std, (int, float))
-            or not self.init_std > 0
-        ):
-            raise ConfigError(f"model.init_std must be a positive number, got {self.init_std!r}")
+        require_declared(self, lambda f: f"model.{f.name}")
         ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
         for name, value in ids.items():
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int)
-                or not 0 <= value < self.vocab_size
-            ):
+            if value >= self.vocab_size:
                 raise ConfigError(
                     f"model.{name} must be an integer in [0, vocab_size={self.vocab_size}), got {value!r}"
                 )
@@ -116,7 +120,6 @@ class Experiment:
 
 
 BASE = ModelConfig()
-BIG = BASE.replace(d_model=1024, d_ff=4096, h=16, dropout=0.3)
 
 PRESETS: dict[str, Experiment] = {
     "base": Experiment("base", {}, 100_000, "Transformer (base model)"),

@@ -5,6 +5,7 @@ their default, flag, help, type, choices and bounds (``fields.option``).
 - ``runtime``: where and how a model runs (``RuntimeSettings``, ``InferenceSettings``);
 - ``train``: the training recipe (``TrainSettings``); ``decode``: the search
   (``DecodeSettings``); ``data``: preparation, sentencepiece and treebank settings;
+  ``evaluation``: the bootstrap of intervals and tests, the checkpoints of a BLEU curve;
 - ``flags``: a dataclass as a command's options and back, and the workflow's configuration
   keys as the command's arguments (``command_flags``; each class's module names its own:
   ``train_flags``, ``decode_flags``, ``inference_flags``);
@@ -17,11 +18,13 @@ package's face: importers take them from here.
 
 from transformer_core.settings.data import PrepareSettings, SentencePieceSettings, TreebankSettings
 from transformer_core.settings.decode import (
+    CHOSEN_FIELDS,
     PARSING_SEARCH,
     DecodeSettings,
     decode_fields,
     decode_flags,
 )
+from transformer_core.settings.evaluation import BootstrapSettings, CurveSettings
 from transformer_core.settings.fields import (
     AUTO,
     BATCH_SHAPES,
@@ -55,9 +58,10 @@ from transformer_core.settings.runtime import InferenceSettings, RuntimeSettings
 from transformer_core.settings.train import TrainSettings, train_flags
 
 __all__ = [
-    "AUTO", "BATCH_SHAPES", "COMPILE_MODES", "COMPUTE_WEIGHTS", "DEV", "DEVICES",
+    "AUTO", "BATCH_SHAPES", "CHOSEN_FIELDS", "COMPILE_MODES", "COMPUTE_WEIGHTS", "DEV", "DEVICES",
     "EXPORT_FORMATS", "EXPORT_QUANTIZATIONS", "INFERENCE_MAX_TOKENS", "PARSING_SEARCH",
-    "PRECISIONS", "QUANTIZE_MODES", "SEEDS", "SPM_SAMPLE_SIZE", "DecodeSettings",
+    "PRECISIONS", "QUANTIZE_MODES", "SEEDS", "SPM_SAMPLE_SIZE", "BootstrapSettings",
+    "CurveSettings", "DecodeSettings",
     "InferenceSettings", "PrepareSettings", "RuntimeSettings", "SentencePieceSettings",
     "TrainSettings", "TreebankSettings", "add_option", "add_options", "command_flags",
     "config_fields", "config_key", "decode_fields", "decode_flags", "flag_values", "flagged_fields",

@@ -22,16 +22,27 @@ class DecodeSettings:
     ``min_len`` forbids EOS before that many real tokens (0 for the paper's decoding;
     benchmarks use it to force equal output lengths)."""
 
-    beam: int = option(4, "--beam", "beam size; 1 is greedy", minimum=1)
+    # ``dev``: the workflow may choose it on the dev split (decoding.dev_choice), by default from
+    # these values (decode.grid); ``required``: a configuration's decode section gives it.
+    beam: int = option(
+        4, "--beam", "beam size; 1 is greedy", minimum=1, dev=(4,), required=True,
+        doc="Paper: 4 (translation), 21 (parsing)",
+    )  # fmt: skip
     # At most 10: the penalty of a long output then stays finite in fp32 ((5 + 1024) / 6)^10 is
     # 2e22); beyond, it overflows (alpha 60 did); the paper's is 0.6, Table 4's 0.3.
     alpha: float = option(
-        0.6, "--alpha", "length penalty ((5+|Y|)/6)^alpha, 0 to 10", minimum=0, maximum=10
-    )
+        0.6, "--alpha", "length penalty ((5+|Y|)/6)^alpha, 0 to 10", minimum=0, maximum=10,
+        dev=(0.0, 0.3, 0.6, 1.0, 1.5, 2.0), required=True, doc="GNMT's length penalty. Paper: 0.6, chosen on "
+        "newstest2013 (translation), 0.3 (parsing)",
+    )  # fmt: skip
     max_len_a: float = option(
-        1.0, "--max-len-a", "maximum output length = a * source length + b: a", minimum=0
-    )
-    max_len_b: int = option(50, "--max-len-b", "b of the maximum output length")
+        1.0, "--max-len-a", "maximum output length = a * source length + b: a", minimum=0,
+        required=True,
+    )  # fmt: skip
+    max_len_b: int = option(
+        50, "--max-len-b", "b of the maximum output length", required=True,
+        doc="Paper: a 1 and b 50 (translation), b 300 (parsing)",
+    )  # fmt: skip
     tree_constraint: str | None = option(
         None,
         "--tree-constraint",
@@ -58,6 +69,9 @@ class DecodeSettings:
             raise UserError(f"--max-len-a {self.max_len_a} --max-len-b {self.max_len_b}: a "
                             "one-word source (2 tokens) would get no output token")  # fmt: skip
 
+
+# The fields a decode-choice file gives (``option(dev=True)``): the workflow's ``dev`` value.
+CHOSEN_FIELDS = tuple(f.name for f in dataclasses.fields(DecodeSettings) if "dev" in f.metadata)
 
 # The paper's parsing search (section 6.3): beam 21, alpha 0.3, maximum output length input + 300.
 PARSING_SEARCH = DecodeSettings(beam=21, alpha=0.3, max_len_b=300)

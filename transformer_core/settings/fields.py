@@ -35,6 +35,9 @@ EXPORT_FORMATS = ("ctranslate2", "transformers")
 EXPORT_QUANTIZATIONS = ("float32", "int8", "int16")
 INFERENCE_MAX_TOKENS = 4096  # tokens per batch of decoding and of `ppl`: speed and memory only
 SPM_SAMPLE_SIZE = 10_000_000  # lines sentencepiece trains on at most (bounds its memory)
+# The declared bounds of a number (``option``) as JSON Schema's keywords (``settings.schema``).
+BOUNDS = {"minimum": "minimum", "maximum": "maximum", "above": "exclusiveMinimum",
+          "below": "exclusiveMaximum"}  # fmt: skip
 SEEDS = 2**32  # a seed is an integer from 0 to 2^32-1: numpy's and sacreBLEU's range
 
 
@@ -81,7 +84,7 @@ def option(default: Any, flag: str | None, help: str, **extra: Any) -> Any:
 
     - argparse's ``type``, ``choices`` and ``metavar``; ``unset``, the help's words for a
       default of None;
-    - ``minimum``, ``maximum`` (inclusive) and ``above`` (exclusive lower bound): the value's
+    - ``minimum``, ``maximum`` (inclusive), ``above`` and ``below`` (exclusive): the value's
       bounds, which the dataclass checks (``require_declared``) and the schema states;
     - ``config``: the workflow's config key where it is not the flag's name in snake case,
       or False for a flag the workflow sets from elsewhere (a job's threads and GPUs);
@@ -89,7 +92,16 @@ def option(default: Any, flag: str | None, help: str, **extra: Any) -> Any:
       workflow sets it per preset (``models.base``, ``models.big``);
     - ``schema``: the configuration's own form of the key where it differs from the flag's
       (``settings.schema``); ``schema_default`` False: the schema gives no default, so a
-      configuration that leaves the key out passes no flag (an optional change of the recipe)."""
+      configuration that leaves the key out passes no flag (an optional change of the recipe);
+    - ``off``: a value beside the bounds that turns the setting off (on the command line
+      only: the schema states the bounds alone);
+    - ``doc``: what the configuration's reference says beyond the help (the schema's
+      description and config/README.md's key table, both generated: ``transformer-core
+      schema``), such as the paper's value;
+    - ``required`` (a configuration gives the key itself), ``dev`` (the workflow may choose it
+      on the dev split, by default from these values), ``trajectory`` (a resumed run must keep
+      it): what the workflow and the run folder read from the declaration instead of a list of
+      names."""
     return field(default=default, metadata={"flag": flag, "help": help, **extra})
 
 
@@ -139,11 +151,13 @@ def require_flag_positive(settings: Any, name: str, optional: bool = False) -> N
 
 def bounds_broken(f: dataclasses.Field, value: Any) -> str | None:
     """What ``value`` breaks of field ``f``'s declared kind and bounds (``option``'s
-    ``minimum``, ``maximum``, ``above``; an integer where the default is one, a word of
-    ``choices`` where it has them), as words after its name; None where it keeps them or is
-    the field's own default (None, or a word such as auto beside a number)."""
+    ``minimum``, ``maximum``, ``above``, ``below``; an integer where the default is one, a word of
+    ``choices`` where it has them), as words after its name; None where it keeps them, is
+    the field's own default (None, or a word such as auto beside a number) or its ``off``."""
     meta = f.metadata
     if value == f.default and type(value) is type(f.default):
+        return None
+    if "off" in meta and value == meta["off"] and type(value) is type(meta["off"]):
         return None
     if "choices" in meta:
         return None if value in meta["choices"] else f"must be one of {', '.join(meta['choices'])}"
@@ -161,14 +175,17 @@ def bounds_broken(f: dataclasses.Field, value: Any) -> str | None:
         return f"must be more than {meta['above']}"
     if "maximum" in meta and value > meta["maximum"]:
         return f"must be at most {meta['maximum']}"
+    if "below" in meta and not value < meta["below"]:
+        return f"must be less than {meta['below']}"
     return None
 
 
 def require_declared(settings: Any, label: Callable[[dataclasses.Field], str]) -> None:
     """A ConfigError for the first field of dataclass ``settings`` whose value breaks its
-    declared bounds (``bounds_broken``), named by ``label(field)``."""
+    declared bounds (``bounds_broken``), named by ``label(field)``; None passes only where it
+    is the field's default ("not set")."""
     for f in dataclasses.fields(settings):
-        if any(key in f.metadata for key in ("minimum", "maximum", "above", "choices")):
+        if any(key in f.metadata for key in (*BOUNDS, "choices")):  # "off" goes with a bound
             value = getattr(settings, f.name)
-            if value is not None and (broken := bounds_broken(f, value)):
+            if (value is not None or f.default is not None) and (broken := bounds_broken(f, value)):
                 raise ConfigError(f"{label(f)} {broken}, got {value!r}")

@@ -36,7 +36,10 @@ class RuntimeSettings:
     device: str = option(
         AUTO, "--device", "auto (CUDA if present), cpu or cuda", choices=DEVICES, config=False
     )
-    precision: str = option(AUTO, "--precision", PRECISION_HELP, choices=PRECISIONS)
+    precision: str = option(
+        AUTO, "--precision", PRECISION_HELP, choices=PRECISIONS, doc="a hardware choice, not a "
+        "recipe change: its BLEU cost is measured (docs/bf16.md). Paper: fp32 (P100s)",
+    )  # fmt: skip
     compile: str = option(
         AUTO,
         "--compile",
@@ -45,6 +48,10 @@ class RuntimeSettings:
         "CUDA graphs on GPUs): on, off, or auto, where it was measured faster (docs/gpu.md, "
         "'Compilation'); the first batches of new shapes pay the compilation",
         choices=COMPILE_MODES,
+        doc="auto compiles nowhere yet on a CPU, and on a GPU only a training run long enough to "
+        "repay the warm-up of each batch width it meets (the numbers in its log); a resumed run "
+        "keeps what it recorded. On GPUs, with fixed batch shapes, each shape's compiled stacks "
+        "are also recorded as a CUDA graph",
     )
     num_threads: int | None = option(
         None, "--num-threads", "CPU threads for torch", type=int, unset="torch's choice",
@@ -65,7 +72,7 @@ class InferenceSettings(RuntimeSettings):
 
     max_tokens: int = option(
         INFERENCE_MAX_TOKENS, "--max-tokens", "source tokens per batch, padding included",
-        minimum=1,
+        minimum=1, doc="speed and memory only",
     )  # fmt: skip
 
     section = "decode"

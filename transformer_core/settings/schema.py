@@ -8,10 +8,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from transformer_core.settings.fields import AUTO, config_fields, config_key
+from transformer_core.settings.fields import AUTO, BOUNDS, config_fields, config_key
 
 JSON_TYPES = {int: "integer", float: "number", bool: "boolean", str: "string"}
-BOUNDS = {"minimum": "minimum", "maximum": "maximum", "above": "exclusiveMinimum"}
 
 
 def key_schema(f: dataclasses.Field, default: bool = True) -> dict[str, Any]:
@@ -20,7 +19,7 @@ def key_schema(f: dataclasses.Field, default: bool = True) -> dict[str, Any]:
     off as a boolean, which the workflow passes as the word), a number or the word auto as
     either, any other value as its JSON type; the declared bounds; the field's default unless
     ``default`` is False, it has none (None) or declares none
-    (``schema_default``); its help as the description."""
+    (``schema_default``); its help, and ``doc`` after it, as the description."""
     meta = f.metadata
     if "schema" in meta:
         spec = dict(meta["schema"])
@@ -40,7 +39,7 @@ def key_schema(f: dataclasses.Field, default: bool = True) -> dict[str, Any]:
     spec.update({BOUNDS[name]: meta[name] for name in BOUNDS if name in meta})
     if default and f.default is not None and meta.get("schema_default", True):
         spec["default"] = f.default
-    spec["description"] = meta["help"]
+    spec["description"] = meta["help"] + (f"; {meta['doc']}" if "doc" in meta else "")
     return spec
 
 

@@ -48,6 +48,10 @@ class TrainSettings(RuntimeSettings):
         "a CPU 3125 (the paper's 25000 over 8 GPUs)",
         type=parse_max_tokens,
         minimum=1,
+        doc="it must hold the longest sentence pair; the run records the number chosen. Paper: "
+        "3125 on each of 8 GPUs",
+        required=True,
+        trajectory=True,
     )
     tokens_per_step: int = option(
         25_000,
@@ -56,14 +60,23 @@ class TrainSettings(RuntimeSettings):
         "ceil(this / (max-tokens x devices)) micro-batches, or micro-batches are packed to "
         "ceil(this / devices) where that is less than max-tokens",
         minimum=1,
+        doc="the same whatever the device count. Paper: about 25000",
+        required=True,
+        trajectory=True,
     )
-    warmup: int = option(4000, "--warmup", "warmup steps of the schedule", minimum=1)
+    warmup: int = option(
+        4000, "--warmup", "warmup steps of the schedule", minimum=1, required=True,
+        trajectory=True, doc="lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * "
+        "warmup^-1.5). Paper: 4000",
+    )  # fmt: skip
     lr_scale: float = option(
         1.0,
         "--lr-scale",
         "multiplies the paper's learning rate d_model^-0.5 min(step^-0.5, step warmup^-1.5); "
         "1.0 is the paper, short smoke runs of tiny models may use another",
         above=0,
+        doc="Paper: 1.0",
+        trajectory=True,
     )
     cooldown: int = option(
         0,
@@ -73,28 +86,37 @@ class TrainSettings(RuntimeSettings):
         metavar="K",
         minimum=0,
         schema_default=False,
+        trajectory=True,
+        doc="K at most the run's steps; a cooled run resumes only to its own steps. Left out: "
+        "none, as the paper",
     )
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.98
-    adam_eps: float = 1e-9
+    # Adam (paper section 5.3); no flag: the paper's values, which no experiment changes.
+    adam_beta1: float = option(0.9, None, "Adam's beta1", minimum=0, below=1, trajectory=True)
+    adam_beta2: float = option(0.98, None, "Adam's beta2", minimum=0, below=1, trajectory=True)
+    adam_eps: float = option(1e-9, None, "Adam's epsilon", above=0, trajectory=True)
     # About 10 minutes of the paper's base run; 600 for big (docs/recipe.md, checkpoints).
     checkpoint_interval: int = option(
         1500,
         "--checkpoint-interval",
         "checkpoint every K steps, and always at the end",
+        doc="models.base's is every Table 3 row's but big's. Paper: every 10 minutes (1500 "
+        "steps of base, 600 of big on its P100s)",
         metavar="K",
         minimum=1,
         by_experiment=True,
+        required=True,
     )
     # Enough to average the paper's last 5 (base); 20 for big. The workflow keeps what it averages.
     keep_last: int = option(
         5,
         "--keep-last",
         "keep the newest M checkpoints",
+        doc="the checkpoints averaged for Table 2. Paper: the last 5 (base), 20 (big)",
         metavar="M",
         minimum=1,
         config="average_last",
         by_experiment=True,
+        required=True,
     )
     # Scoring dev twice (right and wrong sources, in fp32) costs a small model about a tenth
     # of its training at a checkpoint every 100 steps (docs/table4.md).
@@ -106,17 +128,24 @@ class TrainSettings(RuntimeSettings):
         type=int,
         unset="every checkpoint",
         minimum=1,
+        doc="its loss, and its loss with wrong sources, in fp32; left out, at every checkpoint. "
+        "Scoring twice costs a small model at a checkpoint every 100 steps a tenth of its "
+        "training",
     )
     seed: int = option(
         1, "--seed", "random seed (rank r uses seed + r for dropout)", type=parse_seed,
-        minimum=0, maximum=SEEDS - 1,
+        minimum=0, maximum=SEEDS - 1, trajectory=True, doc="the seed of the runs at "
+        "runs/<pair>/<exp>, one of seeds",
     )  # fmt: skip
     log_interval: int = option(100, "--log-interval", "log every L steps", metavar="L", minimum=1)
     batch_shapes: str = option(
         AUTO, "--batch-shapes", "fixed: the exact batches, each collated to one shape per width "
         "of a ladder (rows: the most pairs an exact batch of the width holds), few for a "
         "compiled step; exact: the least padding; auto: fixed where compiled",
-        choices=BATCH_SHAPES,
+        choices=BATCH_SHAPES, doc="a hardware choice: the same sentences share a step either "
+        "way and padding changes no loss or gradient, only the work (docs/gpu.md, 'Fixed batch "
+        "shapes'); on WMT-like lengths 27.6% of fixed shapes' slots are padding, 11.8% of "
+        "exact ones'",
     )  # fmt: skip
     compute_weights: str = option(
         AUTO, "--compute-weights", "fp32: the step computes with the fp32 weights (bf16 autocast "
@@ -124,20 +153,17 @@ class TrainSettings(RuntimeSettings):
         "step, without autocast (activations bf16 throughout; Adam updates the fp32 weights); "
         "needs bf16 precision; auto: bf16 where the step is compiled on a GPU under bf16, fp32 "
         "elsewhere (a resumed run keeps what it recorded)",
-        choices=COMPUTE_WEIGHTS,
+        choices=COMPUTE_WEIGHTS, doc="checkpoints hold the fp32 weights, so a run resumes with "
+        "either value. A hardware choice: its loss and gradients are tested as close to fp32 as "
+        "autocast's (docs/gpu.md, 'bf16 compute weights')",
     )  # fmt: skip
     tensorboard: bool = option(
         True,
         "--tensorboard",
         "write the logged values as TensorBoard scalars into RUN_DIR/tensorboard, where the "
         "tensorboard package is installed (the monitor extra)",
+        doc='pip install -e ".[monitor]"; false writes none',
     )
-
-    # Settings that change the trajectory: a resumed run must use the same values.
-    TRAJECTORY = (
-        "max_tokens", "tokens_per_step", "warmup", "lr_scale", "cooldown", "adam_beta1",
-        "adam_beta2", "adam_eps", "seed",
-    )  # fmt: skip
 
     section = "train"
 
@@ -150,11 +176,12 @@ class TrainSettings(RuntimeSettings):
             raise ConfigError(
                 f"train.cooldown must be from 0 to train.steps ({self.steps}), got {self.cooldown}"
             )
-        for name in ("adam_beta1", "adam_beta2"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ConfigError(f"train.{name} must be in [0, 1), got {getattr(self, name)!r}")
-        if not self.adam_eps > 0:
-            raise ConfigError(f"train.adam_eps must be positive, got {self.adam_eps!r}")
+
+    @classmethod
+    def trajectory(cls) -> tuple[str, ...]:
+        """The settings that change the trajectory (``option(trajectory=True)``): a resumed
+        run must use the same values."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("trajectory"))
 
     @property
     def dev_every(self) -> int:

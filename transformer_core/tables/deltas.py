@@ -1,4 +1,5 @@
-"""Table 3's deltas against base: the difference of each row, its p-value, and one chart of them.
+"""Table 3's deltas against base: the difference of each row and its p-value (the chart of
+them: ``figures.table3_deltas``).
 
 The paper reads Table 3 by comparing each row with base; a few tenths of BLEU may be the
 sampling of newstest2013 rather than the ablation. For every row and both BLEU variants,
@@ -20,8 +21,8 @@ import os
 import pandas as pd
 
 from transformer_core.errors import UserError
-from transformer_core.evaluation.significance import paired_test, significant
-from transformer_core.files import read_lines, save_png
+from transformer_core.evaluation.significance import paired_test
+from transformer_core.files import read_lines
 
 BASE = "base"
 # Table 3 column -> the BLEU variant of significance.paired_test that made it.
@@ -93,56 +94,3 @@ def add_deltas(
         if column.endswith("_per_seed"):
             order += [c for c in new if c.startswith(f"{stem}_") and c != column]
     return table[order]
-
-
-def plot_deltas(table: pd.DataFrame, out: str | os.PathLike) -> None:
-    """One chart of every row's BLEU delta against base, with the row's 95% interval.
-
-    Each row is a point at its delta (both BLEU variants side by side); the bar is the
-    half-width of the row's sacreBLEU bootstrap interval, and a filled marker means the
-    paired test against base gave p < 0.05.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = table[table["row"] != BASE].reset_index(drop=True)
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(rows) + 2), 4.5))
-    offsets = {"bleu_dev": -0.15, "sacrebleu_dev": 0.15}
-    labels = {"bleu_dev": "BLEU (paper-style)", "sacrebleu_dev": "sacreBLEU"}
-    for (column, offset), color in zip(offsets.items(), ("tab:blue", "tab:orange"), strict=True):
-        if f"{column}_delta" not in rows or rows[f"{column}_delta"].isna().all():
-            continue
-        label = labels[column]  # on the first point drawn only
-        for i, record in rows.iterrows():
-            delta = record[f"{column}_delta"]
-            if pd.isna(delta):
-                continue
-            half = record.get(f"{column}_ci95")
-            filled = significant(record[f"{column}_p"])
-            ax.errorbar(
-                i + offset,
-                delta,
-                yerr=None if pd.isna(half) else half,
-                fmt="o",
-                color=color,
-                markerfacecolor=color if filled else "white",
-                capsize=3,
-                label=label,
-            )
-            label = None
-    if rows.empty:
-        ax.text(0.5, 0.5, "no Table 3 row besides base", ha="center", transform=ax.transAxes)
-    ax.axhline(0.0, color="grey", linewidth=0.8)
-    ax.set_xticks(range(len(rows)), rows["row"])
-    ax.set(
-        xlabel="Table 3 row",
-        ylabel="BLEU - base BLEU (dev set)",
-        title="Table 3: change against base (bars: 95% bootstrap; filled: p < 0.05)",
-    )
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize="small")
-    fig.tight_layout()
-    save_png(fig, out)

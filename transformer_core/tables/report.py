@@ -3,8 +3,9 @@
 ``results/report.md`` states the recipe behind every column (BLEU variants and
 the sacreBLEU signature, decoding, averaging, perplexity, intervals and tests, training
 cost), embeds the tables (the paper beside ours), links the learning curves, the
-BLEU-against-steps plot, the Table 3 deltas chart and the paper's Figures 3-5 redrawn,
-and shows a few sample translations. ``snakemake --report`` wraps the same files into HTML.
+BLEU-against-steps plot, the Table 3 deltas chart and the paper's Figures 3-5 redrawn (all
+drawn by ``figures``), and shows a few sample translations. ``snakemake --report`` wraps the
+same files into HTML.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import re
 from pathlib import Path
 
 from transformer_core import __version__
-from transformer_core.errors import UserError
-from transformer_core.files import atomic_write_text, read_lines, save_png
+from transformer_core.files import atomic_write_text, read_lines
 
 RECIPE = """\
 ## How each number was made
@@ -59,53 +59,6 @@ RECIPE = """\
 - **Parameters** (Table 3): exact counts of the trained model (`params_m`) and of the same shape at the
   paper's 37000-token vocabulary (`params_m_at_37k`), beside the paper's column, never adjusted.
 """
-
-
-def read_metrics(path: str | os.PathLike) -> list[dict]:
-    """The JSON lines of a training run's metrics file; a malformed line is an error naming it."""
-    records = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise UserError(f"{path}:{number}: not a JSON line: {err}") from err
-    return records
-
-
-def plot_learning_curves(runs: dict[str, str], out: str | os.PathLike) -> None:
-    """Training loss and dev perplexity against steps, one line per run, as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_loss, ax_ppl) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for label, path in runs.items():
-        records = read_metrics(path)
-        train = [r for r in records if r.get("event") == "train"]
-        dev = [r for r in records if r.get("event") == "dev"]
-        if train:
-            ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], label=label)
-        if dev:
-            ax_ppl.plot(
-                [r["step"] for r in dev], [r["dev_ppl"] for r in dev], marker="o", label=label
-            )
-    ax_loss.set(xlabel="step", ylabel="training loss (label-smoothed)", title="Training loss")
-    ax_ppl.set(
-        xlabel="step",
-        ylabel="dev perplexity",
-        title="Dev perplexity (no label smoothing)",
-        yscale="log",
-    )
-    for ax in (ax_loss, ax_ppl):
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="x-small", ncol=2)
-    fig.tight_layout()
-    save_png(fig, out)
 
 
 def code_span(text: str) -> str:

@@ -1,7 +1,7 @@
 """When a training run has diverged: a result to report, not a success.
 
 A run has diverged when
-- a training loss is NaN or infinite (caught on the device, ``trainer.Trainer``), or
+- a training loss is NaN or infinite (caught on the device, ``step.Trainer``), or
 - its dev perplexity is not finite, or
 - its training loss (per log interval) stays above ``FACTOR`` times its running minimum,
   and at least ``MARGIN`` nats above it, for ``INTERVALS`` log intervals in a row. The

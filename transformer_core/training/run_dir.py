@@ -119,7 +119,7 @@ def settings_mismatch(
         )
     # A setting added since the checkpoint was written takes its default.
     stored = {**TrainSettings(steps=cfg.steps).to_dict(), **payload["train_config"]}
-    diff = [k for k in TrainSettings.TRAJECTORY if stored.get(k) != getattr(cfg, k)]
+    diff = [k for k in TrainSettings.trajectory() if stored.get(k) != getattr(cfg, k)]
     if diff:
         return f"it was trained with {', '.join(f'{k}={stored.get(k)!r}' for k in diff)}"
     stored_fixed = bool(payload.get("data", {}).get("fixed_shapes", False))  # absent: exact

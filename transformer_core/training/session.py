@@ -1,7 +1,8 @@
 """Training (paper section 5): a run's session, from its run folder to its summary.
 
-``train`` opens the run folder (``run_dir.py``: start, resume, or nothing left to do), builds
-the model and the optimizer step (``step.Trainer``) and hands them to a ``TrainingSession``,
+``train`` opens the run folder (``run_dir.py``: start, resume, or nothing left to do), resolves
+once what the run trains with (``runtime.py``), builds the model and the optimizer step on it
+(``step.Trainer``) and hands them to a ``TrainingSession``,
 whose loop reads as the recipe: an optimizer step, and at their intervals a log line, a dev
 score and a checkpoint, until the run's steps are done; then the summary. The loop reads the
 device once per log interval and before each checkpoint (``step.py`` says why). A checkpoint
@@ -23,12 +24,12 @@ from typing import Any
 import torch
 
 from transformer_core.data.dataset import ParallelDataset, training_sets
-from transformer_core.device import autocast_dtype, cpu_threads, precision_name
+from transformer_core.device import cpu_threads, precision_name
 from transformer_core.errors import UserError
 from transformer_core.evaluation.perplexity import exp_mean_nll
 from transformer_core.model.config import ModelConfig, model_config
 from transformer_core.model.transformer import count_parameters
-from transformer_core.settings import AUTO, TrainSettings
+from transformer_core.settings import TrainSettings
 from transformer_core.training import distributed, micro_batch
 from transformer_core.training import path as training_path
 from transformer_core.training.distributed import DistContext
@@ -37,6 +38,7 @@ from transformer_core.training.flops import paper_method_cost, training_flops
 from transformer_core.training.host_memory import keep_freed_memory
 from transformer_core.training.run_dir import RunDir, RunFolder, Start, written_by
 from transformer_core.training.run_lock import run_lock
+from transformer_core.training.runtime import resolve_runtime
 from transformer_core.training.step import IntervalStats, StepResult, Trainer, TrainingDiverged
 from transformer_core.training.tensorboard import TrainingCurves, tensorboard_available
 
@@ -78,27 +80,23 @@ def train(
         model_cfg = model_config(experiment, vocab_size=train_set.vocab_size, **overrides)
         _check_fits(model_cfg, {"training": train_set, **({"dev": dev_set} if dev_set else {})})
         world_size, device = distributed.planned_ranks(cfg.device)
-        chosen = micro_batch.resolved(cfg, model_cfg, device, world_size)  # max_tokens: auto
-        if cfg.max_tokens == AUTO:  # a resumed run keeps its micro-batch where it fits
-            cfg = micro_batch.recorded(chosen, folder.previous.payload, model_cfg, device)
-        else:
-            cfg = chosen
-        # The path auto picks for this run, or for a resumed one the path it recorded.
-        fresh = training_path.resolve(
-            device, cfg, autocast_dtype(device, cfg.precision), cfg.steps,
+        # The micro-batch and path auto picks for this run, and what a resumed run recorded.
+        fresh, resumed = resolve_runtime(
+            cfg, model_cfg, device, world_size,
             training_path.widths_met(train_set.src_lens, train_set.tgt_lens),
+            folder.previous.payload,
         )  # fmt: skip
-        path = training_path.kept(fresh, cfg, training_path.recorded(folder.previous.payload))
+        kept, fixed_shapes = resumed.settings, resumed.path.fixed_shapes
         cut = None  # what these ranks cut, asked where the checkpoint's were another number
         if written_by(folder.previous.payload) not in (None, world_size):
-            cut = micro_batch.planned_cut(cfg, train_set, world_size, path.fixed_shapes)
-        start = folder.decide(model_cfg, cfg, spm_sha256, path.fixed_shapes, (world_size, cut))
-        if start.kind not in ("resume", "finished"):
-            path, cfg = fresh, chosen
-        elif cfg.max_tokens != chosen.max_tokens and int(os.environ.get("RANK", "0")) == 0:
+            cut = micro_batch.planned_cut(kept, train_set, world_size, fixed_shapes)
+        start = folder.decide(model_cfg, kept, spm_sha256, fixed_shapes, (world_size, cut))
+        runtime = resumed if start.kind in ("resume", "finished") else fresh
+        tokens, chosen = runtime.settings.max_tokens, fresh.settings.max_tokens
+        if tokens != chosen and int(os.environ.get("RANK", "0")) == 0:
             print(
-                f"max_tokens auto: keeping the run's micro-batch of {cfg.max_tokens:,} "
-                f"tokens (auto would take {chosen.max_tokens:,} on {world_size} device(s))",
+                f"max_tokens auto: keeping the run's micro-batch of {tokens:,} "
+                f"tokens (auto would take {chosen:,} on {world_size} device(s))",
                 file=sys.stderr,
             )
         if start.kind == "finished":
@@ -118,7 +116,7 @@ def train(
         if ctx.device.type == "cpu":
             keep_freed_memory()  # no page faults for the next step's same-size blocks
         try:
-            trainer = Trainer(model_cfg, cfg, ctx, train_set, path)
+            trainer = Trainer(model_cfg, runtime, ctx, train_set)
             try:
                 session = TrainingSession(
                     trainer, folder, start, experiment=experiment, dev_set=dev_set,

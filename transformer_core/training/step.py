@@ -40,7 +40,7 @@ from torch.nn.parallel import DistributedDataParallel
 from transformer_core.data.batching import BatchStream, Prefetcher, TokenBucketSampler
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.data.token_counts import TokenCounts
-from transformer_core.device import autocast_dtype, length_multiple
+from transformer_core.device import length_multiple
 from transformer_core.errors import UserError
 from transformer_core.evaluation.perplexity import Perplexity, dataset_batches, summed_nll
 from transformer_core.model.config import ModelConfig
@@ -50,8 +50,9 @@ from transformer_core.training import distributed, micro_batch
 from transformer_core.training.distributed import DistContext
 from transformer_core.training.loss import LossModel
 from transformer_core.training.master_weights import MasterWeights, compute_dtype
-from transformer_core.training.path import TrainingPath, resolve, widths_met
+from transformer_core.training.path import widths_met
 from transformer_core.training.random_state import rng_state, seed_everything, set_rng_state
+from transformer_core.training.runtime import TrainingRuntime, resolve_runtime
 from transformer_core.training.schedule import learning_rate
 
 
@@ -106,22 +107,18 @@ class Trainer:
     def __init__(
         self,
         model_cfg: ModelConfig,
-        cfg: TrainSettings,
+        runtime: TrainingRuntime,
         ctx: DistContext,
         train_set: ParallelDataset,
-        path: TrainingPath | None = None,
     ):
-        """``path``: compiled or not, the batch shapes and compute weights (``training.path``);
-        left out, what ``cfg`` resolves to for a run of ``cfg.steps`` steps."""
-        cfg = micro_batch.resolved(cfg, model_cfg, ctx.device, ctx.world_size)  # auto: a number
+        """``runtime``: the run's settings as training resolved them on ``ctx.device``
+        (``runtime.TrainingRuntime``: the micro-batch, autocast, compiled or not, the batch
+        shapes and compute weights); ``fresh`` resolves them for a run that starts."""
+        cfg = runtime.settings  # max_tokens a number
         self.model_cfg, self.cfg, self.ctx = model_cfg, cfg, ctx
+        self.autocast, self.path = runtime.autocast, runtime.path
         seed_everything(cfg.seed)  # the same initial weights on every rank
         self.model = Transformer(model_cfg).to(ctx.device)  # fp32: what Adam updates and saves
-        self.autocast = autocast_dtype(ctx.device, cfg.precision)
-        self.path = path or resolve(
-            ctx.device, cfg, self.autocast, cfg.steps,
-            widths_met(train_set.src_lens, train_set.tgt_lens),
-        )  # fmt: skip
         low = compute_dtype(self.path.compute_weights, self.autocast)
         # compute_weights bf16: the step runs a bf16 copy, without autocast (master_weights.py).
         self.master = MasterWeights(self.model, low) if low else None
@@ -178,6 +175,21 @@ class Trainer:
         self._nll_sum = torch.zeros((), device=ctx.device)
         self.interval_resumed = False  # whether load_state continued a log interval's sums
         self._bad_step = torch.zeros((), dtype=torch.long, device=ctx.device)
+
+    @classmethod
+    def fresh(
+        cls,
+        model_cfg: ModelConfig,
+        settings: TrainSettings,
+        ctx: DistContext,
+        train_set: ParallelDataset,
+    ) -> Trainer:
+        """The trainer of a fresh run of ``settings``, resolved on ``ctx.device`` as the session
+        resolves a run that starts (``runtime.resolve_runtime``): how benchmarks and tests
+        build one."""
+        widths = widths_met(train_set.src_lens, train_set.tgt_lens)
+        runtime = resolve_runtime(settings, model_cfg, ctx.device, ctx.world_size, widths)[0]
+        return cls(model_cfg, runtime, ctx, train_set)
 
     def _batches(self, dataset: ParallelDataset, epoch: int = 0, index: int = 0) -> Prefetcher:
         """This rank's micro-batches from (epoch, index), collated ahead (and pinned for a GPU)."""

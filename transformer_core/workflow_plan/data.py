@@ -5,7 +5,7 @@ A language pair's training corpus runs as ``pairs.<pair>.shards`` shards (defaul
 corpus size in the registry, ``data.shards.default_count``), named ``0003-of-0008``. The count
 is per pair, so the shard names are expanded here (Snakemake's scattergather has one count per
 workflow). The parsing runs train on data folders with pair-like names
-(``pipeline_config.PARSING_PAIRS``): their texts are the treebank's words (source) and
+(``config_facts.PARSING_PAIRS``): their texts are the treebank's words (source) and
 linearized trees (target), and every run is checked on the treebank's own dev and test.
 """
 
@@ -25,7 +25,7 @@ from transformer_core.settings import (
     TreebankSettings,
     command_flags,
 )
-from transformer_core.workflow_plan.config_checks import PARSING_PAIRS, table4_unavailable
+from transformer_core.workflow_plan.config_facts import PARSING_PAIRS, table4_unavailable
 
 # A binarized split's files, its header first (the rules name a split by its header's path).
 BINARIZED_SUFFIXES = (".json",) + tuple(
@@ -180,7 +180,7 @@ class DataPlan:
 
     def treebank_source(self) -> list[str]:
         """The NLTK archive is a file Snakemake can watch; the WSJ folder is checked by
-        pipeline_config."""
+        ``config_checks.check_table4``."""
         require_table4(self.config)
         return [self.table4["treebank_zip"]] if self.table4["treebank"] == "nltk" else []
 

@@ -1,7 +1,7 @@
 """The runs of a configuration: run names and seeds, each run's ``train`` options and
 launcher, its checkpoints, each language pair's search (workflow/rules/train.smk,
 evaluate.smk). The parsing runs (the data folders
-of ``pipeline_config.PARSING_PAIRS``) take Table 4's settings where the configuration gives
+of ``config_facts.PARSING_PAIRS``) take Table 4's settings where the configuration gives
 them: ``table4.steps``, ``table4.train`` (recipe, checkpoints, dropout and label smoothing)
 and ``table4.decode``.
 
@@ -12,15 +12,18 @@ named ``<exp>-seedN`` beside them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
-from transformer_core.decoding.dev_choice import CHOSEN_FIELDS, GridPoint, grid_points
+from transformer_core.decoding.dev_choice import GridPoint, grid_points
 from transformer_core.errors import ConfigError
+from transformer_core.model.config import EXPERIMENTS, PARSING_TRAIN, ModelConfig
+from transformer_core.settings import CHOSEN_FIELDS
 from transformer_core.settings.decode import decode_flags
 from transformer_core.settings.runtime import inference_flags
 from transformer_core.settings.train import train_flags
-from transformer_core.workflow_plan.config_checks import (
+from transformer_core.workflow_plan.config_facts import (
     PARSING_EXPERIMENT,
     experiments,
     parsing_runs,
@@ -29,8 +32,13 @@ from transformer_core.workflow_plan.data import is_parsing
 from transformer_core.workflow_plan.scaling import scaled_model_overrides, scaled_steps
 
 SEED_SUFFIX = "-seed"
-# table4.train's model settings: regularization, and widths replacing the scaled preset's
-PARSING_MODEL_KEYS = ("dropout", "label_smoothing", "d_model", "d_ff", "d_k", "d_v")
+# The names ``RunPlan.run_name`` writes (the `exp` wildcard): an experiment [+ -seedN].
+RUN_NAME_PATTERN = f"(?:{'|'.join(EXPERIMENTS)})(?:{SEED_SUFFIX}[0-9]+)?"
+# table4.train's model settings (ModelConfig fields declared for that section): regularization,
+# and widths replacing the scaled preset's
+PARSING_MODEL_KEYS = tuple(
+    f.name for f in dataclasses.fields(ModelConfig) if PARSING_TRAIN in f.metadata["sections"]
+)
 
 
 def launcher(gpus: int, nodes: int = 1, threads: int = 1) -> list[Any]:
@@ -256,6 +264,10 @@ class RunPlan:
             for point in self.grid_points(pair)
             for arg in ("--point", point.beam, point.alpha, inputs[point.name])
         ]
+
+
+# The suffixes ``point_suffix`` writes, or none (the `point` wildcard).
+POINT_PATTERN = r"(\.beam[0-9]+-alpha[0-9][0-9.e+-]*)?"
 
 
 def point_suffix(point: GridPoint) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from transformer_core.paper import ATTENTION_FIGURES
-from transformer_core.workflow_plan.config_checks import (
+from transformer_core.workflow_plan.config_facts import (
     PARSING_EXPERIMENT,
     PARSING_PAIRS,
     parsing_runs,

@@ -5,31 +5,14 @@
 # Shell safety: every placeholder of every rule's shell command is quoted ({x:q}); a params
 # function that gives several arguments returns them as a list, which {x:q} quotes one by one.
 import os
-import sys
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from transformer_core.model.config import EXPERIMENTS
-
+from transformer_core.data.shards import NAME_PATTERN as SHARD_PATTERN
 from transformer_core.settings import EXPORT_QUANTIZATIONS
-from transformer_core.data.registry import load_registry
-from transformer_core.workflow_plan.config_checks import (
-    check,
-    check_cores,
-    check_decoding,
-    check_dev_splits,
-    defaulted_keys,
-    job_threads,
-    lookup,
-    rank_threads,
-    run_options,
-)
-from transformer_core.workflow_plan.config_yaml import (
-    check_unique_keys,
-    check_values,
-    type_nested_overrides,
-)
+from transformer_core.workflow_plan.config_facts import job_threads, rank_threads
+from transformer_core.workflow_plan.config_load import load
 from transformer_core.workflow_plan import DataPlan, RunPlan, TablePlan
 from transformer_core.workflow_plan.data import (
     BINARIZED_SUFFIXES,
@@ -37,7 +20,12 @@ from transformer_core.workflow_plan.data import (
     shard_args,
     split_prefixes,
 )
-from transformer_core.workflow_plan.runs import checkpoint_path, launcher
+from transformer_core.workflow_plan.runs import (
+    POINT_PATTERN,
+    RUN_NAME_PATTERN,
+    checkpoint_path,
+    launcher,
+)
 from transformer_core.workflow_plan.tables import (
     DELTAS_PLOT,
     attention_figures,
@@ -46,33 +34,25 @@ from transformer_core.workflow_plan.tables import (
     option_inputs,
 )
 
-# A key written twice: YAML keeps the last silently. A nested --config value: Snakemake's strings.
-check_unique_keys(workflow.configfiles)
-type_nested_overrides(config, workflow.config_settings.config)
-check_values(config)  # before anything walks it: a YAML alias bomb stops here
-check_decoding(config)  # one line for a bad grid, before the schema's longer messages
-DEFAULTED = defaulted_keys(config)  # before validate() fills them in
-validate(config, "../schemas/config.schema.yaml")
-if DEFAULTED:
-    print(
-        "config: not set in the configuration, the schema's defaults are used: "
-        + ", ".join(f"{key}={lookup(config, key)[1]}" for key in DEFAULTED),
-        file=sys.stderr,
-    )
-REGISTRY = load_registry()
-check(config, known_datasets=tuple(REGISTRY.datasets))
-check_dev_splits(config, REGISTRY.datasets)
-try:
-    check_cores(workflow.cores)
-except WorkflowError:  # --lint, --report: no core count, no job
-    pass
 
-# This run's --configfile and --config, for the hints that print a snakemake command (the
-# report's "builds it", workflow/report/workflow.rst, which sees only `config`): added after
-# every check, under a name the schema refuses from a configuration.
-config["_run_options"] = run_options(
-    workflow.overwrite_configfiles or [],
-    dict(workflow.config_settings.config),  # --config alone
+def workflow_cores():
+    """Snakemake's core count (--cores); None without one: `--report` and `--lint` run no job."""
+    try:
+        return workflow.cores
+    except WorkflowError:
+        return None
+
+
+# Every check, in order, each mistake one line naming its key; the schema's defaults filled in
+# (and named on stderr); this run's --configfile and --config recorded as _run_options for the
+# report's hints (workflow/report/workflow.rst). The schema's path is relative to this file.
+load(
+    config,
+    configfiles=workflow.configfiles,
+    command_configfiles=workflow.overwrite_configfiles or [],
+    overrides=workflow.config_settings.config,
+    cores=workflow_cores(),
+    validate=lambda data: validate(data, "../schemas/config.schema.yaml"),
 )
 ENV = "../envs/transformer-core.yaml"
 PLAN = RunPlan(config)  # runs, seeds, train options, search
@@ -86,11 +66,11 @@ wildcard_constraints:
     src="[a-z]+",
     tgt="[a-z]+",
     split="train|dev|test",
-    exp=f"(?:{'|'.join(EXPERIMENTS)})(?:-seed[0-9]+)?",  # a run: experiment [+ seed], see run_name
+    exp=RUN_NAME_PATTERN,  # a run: experiment [+ seed] (runs.RunPlan.run_name)
     ckpt="avg|last",
-    point=r"(\.beam[0-9]+-alpha[0-9][0-9.e+-]*)?",  # a grid point's decode of dev, or none (evaluate.smk)
+    point=POINT_PATTERN,  # a grid point's decode of dev, or none (evaluate.smk; runs.point_suffix)
     quantization="|".join(EXPORT_QUANTIZATIONS),  # of a CTranslate2 export (export.smk)
-    shard="[0-9]{4}-of-[0-9]{4}",  # a shard of a pair's training corpus (data.smk)
+    shard=SHARD_PATTERN,  # a shard of a pair's training corpus (data.smk; data.shards.name)
 
 
 def src_tgt(wildcards):
@@ -139,14 +119,8 @@ def decode_args(wildcards):
 
 
 def configured_threads(rule_name):
-    """The rule's `threads:`, from threads.<rule_name> (auto: every core Snakemake has).
-    Without --cores (`--report`, `--lint`) Snakemake runs no job and has no core count.
-    """
-    try:
-        cores = workflow.cores
-    except WorkflowError:
-        cores = None
-    return job_threads(config["threads"][rule_name], cores)
+    """The rule's `threads:`, from threads.<rule_name> (auto: every core Snakemake has)."""
+    return job_threads(config["threads"][rule_name], workflow_cores())
 
 
 def node_gpus(resources):

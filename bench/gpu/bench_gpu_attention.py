@@ -11,7 +11,7 @@ with ``varlen_attn`` over the same sentences packed end to end (no padding, no m
 packed micro-batches would run). Sentence lengths are drawn between 3/4 of the width and the
 width (``--lengths 24 31`` as bench_train's one-width task), the same for every kernel.
 
-    python -m bench.bench_gpu_attention --out gpu_out/attention_gpu.json   # on a CUDA machine
+    python -m bench.gpu.bench_gpu_attention --out gpu_out/attention_gpu.json   # on a CUDA machine
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ import json
 import platform
 import sys
 import time
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench.hardware import write_result
+from bench.lib.hardware import write_result
 
 HEADS = {"base": 8, "big": 16}  # d_k = 64 in both
 WIDTHS = [16, 32, 64, 128]
@@ -82,6 +83,89 @@ def time_ms(run, repeats: int, device: torch.device) -> float:
     return round(sorted(times)[len(times) // 2], 3)
 
 
+@dataclass
+class Case:
+    """One width's inputs, the same for every kernel: bf16 queries, keys, values and the
+    output's gradient, padded (B, h, W, d) with the padding mask, and packed end to end
+    with varlen_attn's cumulative lengths."""
+
+    width: int
+    lens: torch.Tensor
+    padded: tuple[torch.Tensor, ...]  # q, k, v, grad
+    mask: torch.Tensor
+    packed: tuple[torch.Tensor, ...]  # q, k, v, grad of the real positions
+    cu: torch.Tensor
+
+
+def make_case(model: str, width: int, lengths: tuple[int, int], device, tokens: int) -> Case:
+    """``tokens // width`` rows of ``width`` at ``model``'s heads, lengths drawn from ``lengths``."""
+    rows = tokens // width
+    lens = sentence_lengths(rows, *lengths)
+    gen = torch.Generator(device=device).manual_seed(1)
+    q, k, v = (
+        torch.randn(rows, HEADS[model], width, 64, device=device, generator=gen)
+        .bfloat16()
+        .requires_grad_()
+        for _ in range(3)
+    )
+    grad = torch.randn_like(q)
+    flat = tuple(packed(t.detach(), lens).requires_grad_() for t in (q, k, v, grad))
+    return Case(width, lens, (q, k, v, grad), key_mask(lens, width, device), flat,
+                cumulative(lens, device))  # fmt: skip
+
+
+def kernel_runs(case: Case, causal: bool) -> dict:
+    """Each kernel's forward and backward on ``case``: SDPA's that take it (flash: no mask),
+    and varlen_attn over the packed sentences where this torch has it."""
+    q, k, v, grad = case.padded
+    attn_mask = None if causal else case.mask
+    runs = {}
+    for name, backend in BACKENDS.items():
+        if name == "flash" and attn_mask is not None:
+            continue  # flash takes no mask
+
+        def sdpa(backend=backend):
+            with sdpa_kernel([backend]):
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask, is_causal=causal)
+            torch.autograd.grad(out, (q, k, v), grad)
+            return out
+
+        runs[name] = sdpa
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return runs
+    # Causality is a window in recent torch, a flag in earlier releases.
+    if "window_size" in inspect.signature(varlen_attn).parameters:
+        how = {"window_size": (-1, 0) if causal else (-1, -1)}
+    else:
+        how = {"is_causal": causal}
+    pq, pk, pv, pgrad = case.packed
+
+    def varlen():
+        out = varlen_attn(pq, pk, pv, case.cu, case.cu, case.width, case.width, **how)
+        torch.autograd.grad(out, (pq, pk, pv), pgrad)
+        return out
+
+    runs["varlen, packed"] = varlen
+    return runs
+
+
+def timed_row(run, row: dict, want: torch.Tensor, case: Case, repeats: int, device) -> dict:
+    """``row`` with the kernel's time and its largest error against ``want`` on the real
+    positions, or why it did not run."""
+    try:
+        out = run().detach().float()
+        ms = time_ms(run, repeats, device)
+    except (RuntimeError, TypeError, ValueError) as error:  # a kernel that does not take the case
+        row["not_run"] = str(error).splitlines()[0][:160]
+        return row
+    out = out if out.dim() == 3 else packed(out, case.lens)
+    row |= {"real_tokens": int(case.lens.sum()), "ms_forward_backward": ms}
+    row["max_abs_error"] = round(float((out - want).abs().max()), 4)
+    return row
+
+
 def case_rows(
     model: str,
     width: int,
@@ -93,73 +177,20 @@ def case_rows(
     """Every kernel's time for each kind of attention at one width, and its largest error
     against an fp32 reference on the real positions; a kernel that does not take the case
     (or the device) is recorded as not run, saying why."""
-    rows = tokens // width
-    lens = sentence_lengths(rows, *lengths)
-    gen = torch.Generator(device=device).manual_seed(1)
-    q, k, v = (
-        torch.randn(rows, HEADS[model], width, 64, device=device, generator=gen)
-        .bfloat16()
-        .requires_grad_()
-        for _ in range(3)
-    )
-    grad = torch.randn_like(q)
-    mask = key_mask(lens, width, device)
-    cu = cumulative(lens, device)
-    pq, pk, pv, pgrad = (packed(t.detach(), lens).requires_grad_() for t in (q, k, v, grad))
+    case = make_case(model, width, lengths, device, tokens)
+    q, k, v, _ = case.padded
     results = []
     for kind, causal in (("encoder self / cross", False), ("decoder self (causal)", True)):
-        attn_mask = None if causal else mask
-        runs = {}
-        for name, backend in BACKENDS.items():
-            if name == "flash" and attn_mask is not None:
-                continue  # flash takes no mask
-
-            def sdpa(backend=backend, attn_mask=attn_mask, causal=causal):
-                with sdpa_kernel([backend]):
-                    out = F.scaled_dot_product_attention(q, k, v, attn_mask, is_causal=causal)
-                torch.autograd.grad(out, (q, k, v), grad)
-                return out
-
-            runs[name] = sdpa
-        try:
-            from torch.nn.attention.varlen import varlen_attn
-
-            # Causality is a window in recent torch, a flag in earlier releases.
-            if "window_size" in inspect.signature(varlen_attn).parameters:
-                how = {"window_size": (-1, 0) if causal else (-1, -1)}
-            else:
-                how = {"is_causal": causal}
-
-            def varlen(how=how):
-                out = varlen_attn(pq, pk, pv, cu, cu, width, width, **how)
-                torch.autograd.grad(out, (pq, pk, pv), pgrad)
-                return out
-
-            runs["varlen, packed"] = varlen
-        except ImportError:
-            pass
+        attn_mask = None if causal else case.mask
+        runs = kernel_runs(case, causal)
         with sdpa_kernel([SDPBackend.MATH]), torch.no_grad():  # the reference, in fp32
             reference = F.scaled_dot_product_attention(
                 q.float(), k.float(), v.float(), attn_mask, is_causal=causal
             )
+        want = packed(reference, case.lens)  # the real positions, against the padded reference
         for name, run in runs.items():
-            row = {"model": model, "width": width, "rows": rows, "kind": kind, "kernel": name}
-            try:
-                out = run().detach().float()
-                ms = time_ms(run, repeats, device)
-            except (
-                RuntimeError,
-                TypeError,
-                ValueError,
-            ) as error:  # a kernel that does not take the case
-                row["not_run"] = str(error).splitlines()[0][:160]
-                print(json.dumps(row), flush=True)
-                results.append(row)
-                continue
-            want = packed(reference, lens)  # the real positions, against the padded reference
-            out = out if out.dim() == 3 else packed(out, lens)
-            row |= {"real_tokens": int(lens.sum()), "ms_forward_backward": ms}
-            row["max_abs_error"] = round(float((out - want).abs().max()), 4)
+            row = {"model": model, "width": width, "rows": q.size(0), "kind": kind, "kernel": name}
+            row = timed_row(run, row, want, case, repeats, device)
             print(json.dumps(row), flush=True)
             results.append(row)
     return results

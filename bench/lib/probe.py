@@ -9,7 +9,7 @@ from pathlib import Path
 
 from transformer_core.device import cpu_has_native_bf16
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def add_precision_arguments(parser: argparse.ArgumentParser, what: str) -> None:

@@ -4,16 +4,22 @@ A result is named by the question it answers and filed under the machine it was 
 so that results of one machine compare with each other and a rerun replaces its own file. The
 hardware is the GPU's model for what ran on a GPU (``h100``, ``h200``), else the CPU's kind:
 its maker's line and the widest vector unit it computes with (``epyc_avx512``, ``xeon_amx``,
-``epyc_avx2``), read from /proc/cpuinfo.
+``epyc_avx2``), read from /proc/cpuinfo. Every bench writes its result with ``write_result``;
+results record the CPU's model (``cpu_model``) and, where one may be reused, the code that made
+it (``code_fingerprint``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import platform
 import re
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+BENCH = Path(__file__).resolve().parents[1]
+RESULTS = BENCH / "results"
 # The widest units first: a CPU's kind is the first it has.
 CPU_UNITS = (
     ("amx_bf16", "amx"),
@@ -54,26 +60,56 @@ def result_path(question: str, device: str = "cpu", suffix: str = ".json") -> Pa
     return RESULTS / hardware / f"{question}{suffix}"
 
 
-def write_result(path: str | Path, result: dict) -> None:
-    """Write a benchmark's ``result`` as indented JSON at ``path`` (its folders made), and say so."""
-    import json
-
+def write_result(
+    path: str | Path, result: dict, *, indent: int = 1, append: bool = False, quiet: bool = False
+) -> None:
+    """Write a benchmark's ``result`` at ``path`` (its folders made), and say so unless
+    ``quiet``: as JSON indented by ``indent``, through a temporary file and a rename, so that a
+    run stopped midway leaves the file whole (a bench that writes after every row keeps what it
+    measured); or, with ``append``, as one more line of a JSON Lines file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {path}")
+    if append:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(result, default=str) + "\n")
+    elif path.exists() and not path.is_file():  # a device or a pipe: written as it is
+        path.write_text(json.dumps(result, indent=indent) + "\n", encoding="utf-8")
+    else:
+        partial = path.with_name(path.name + ".tmp")
+        partial.write_text(json.dumps(result, indent=indent) + "\n", encoding="utf-8")
+        os.replace(partial, path)
+    if not quiet:
+        print(f"wrote {path}")
 
 
 def code_fingerprint(*bench_modules: str) -> str:
     """The sha256 of the package's source and of ``bench_modules`` (files under bench/): what
     a result may be reused across runs on, where nothing that made it has changed."""
-    root = RESULTS.parent.parent
+    root = BENCH.parent
     files = sorted((root / "transformer_core").rglob("*.py"))
-    files += [root / "bench" / name for name in bench_modules]
+    files += [BENCH / name for name in bench_modules]
     digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def cpu_model() -> str:
+    """The CPU's model name and whether it has avx512_bf16 / amx_bf16 (from /proc/cpuinfo)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines()
+                 if line.startswith("model name")), platform.machine())  # fmt: skip
+    flags = [flag for flag in ("avx512_bf16", "amx_bf16") if f" {flag}" in info]
+    return f"{name} ({', '.join(flags) or 'no native bf16'})"
+
+
+def machine() -> dict[str, object]:
+    """The machine a result was measured on, as the data-stage benches record it."""
+    return {"platform": platform.platform(), "python": platform.python_version(),
+            "cpus": os.cpu_count()}  # fmt: skip
 
 
 def description(doc: str) -> str:

@@ -2,7 +2,7 @@
 # The GPU measurements of the README's "Measured on one NVIDIA H100", run on a lent GPU machine
 # (no internet there) from the repository root:
 #
-#   bench/gpu_run.sh PART [PART ...]     PART: tests, train, train25k, fixed, fixed3125, scaling,
+#   bench/gpu/gpu_run.sh PART [PART ...] PART: tests, train, train25k, fixed, fixed3125, scaling,
 #                                        attention, tuning, learning, learning_nodrop, decode,
 #                                        workflow, workflow_compiled, decode_profile,
 #                                        decode_fixed, cudagraphs, learning_check, before
@@ -22,7 +22,7 @@
 # The one call that decides whether the fast path becomes GPU training's default (docs/gpu.md,
 # "The learning check"), about 6 minutes on an H200:
 #
-#   GPU_DEADLINE=420 bench/gpu_run.sh learning_check tests
+#   GPU_DEADLINE=420 bench/gpu/gpu_run.sh learning_check tests
 #
 # GPU_RUN_DEVICE=cpu rehearses any part on the CPU at tiny sizes (the same script, commands and
 # files; tests/commands/test_gpu_run.py runs `learning_check tests` so), so that nothing in a
@@ -56,7 +56,7 @@
 #             1 x 25,000 and 1 x 3,125 tokens a step: the ratio of the two steps, in one call
 #   attention the step's attention (encoder, causal decoder) at base's and big's heads, widths 16
 #             to 128, forward and backward: each SDPA kernel against varlen_attn over the same
-#             sentences packed (bench_gpu_attention)
+#             sentences packed (bench.gpu.bench_gpu_attention)
 #   tuning    base and big compiled with bf16 weights at 1 x 25,000, inductor's kernels tuned
 #             (coordinate descent over the fused kernels' launch settings; then also max-autotune,
 #             products and fused kernels benchmarked among alternatives at compile time)
@@ -68,7 +68,7 @@
 #             arithmetic alone
 #   cudagraphs  what the CUDA-graph trees do in compiled training: pytest -m gpu's compiled
 #             autocast case in-process, then ten steps of each variant, the trees' calls, skip
-#             and recompile reasons (bench.probe_cudagraphs)
+#             and recompile reasons (bench.gpu.probe_cudagraphs)
 #   learning_check  the learning check on the GPU: base, 25,000 tokens a step of 24-31-token
 #             sentences, lrate factor 0.15, 5 seeds, 300 steps, the reference (eager, exact
 #             shapes, bf16 autocast) against the fast path (compiled, fixed shapes, bf16
@@ -148,7 +148,7 @@ for part in "$@"; do
             tee "$OUT/tests.log"
         ;;
     cudagraphs)
-        bounded python3 -m bench.probe_cudagraphs --out "$OUT/cudagraphs.json" \
+        bounded python3 -m bench.gpu.probe_cudagraphs --out "$OUT/cudagraphs.json" \
             2>"$OUT/cudagraphs.log"
         grep -E "skipping|Unable to hit|Recompiling|triggered|: \{" "$OUT/cudagraphs.log" | head -40
         ;;
@@ -210,7 +210,7 @@ for part in "$@"; do
         unset TORCHINDUCTOR_COORDINATE_DESCENT_TUNING
         ;;
     attention)
-        bounded python3 -m bench.bench_gpu_attention --out "$OUT/attention_gpu.json" 2>&1 |
+        bounded python3 -m bench.gpu.bench_gpu_attention --out "$OUT/attention_gpu.json" 2>&1 |
             tee "$OUT/attention_gpu.log"
         ;;
     learning | learning_nodrop)
@@ -295,18 +295,22 @@ print(sum(x != y for x, y in zip(a, b)), 'of', len(a), 'lines differ, GPU eager 
     before)
         cd .gpu/before || exit 1
         bounded python3 -c "
-import json, sys, tempfile, torch
+import json, sys, tempfile
 from pathlib import Path
 sys.path.insert(0, '.')
-from bench import bench_train, bench_decode
+from bench.lib.decode_runners import file_decoding, gpu_sources
+from bench.lib.hardware import write_result
+from bench.lib.train_gpu import GpuRun, GpuVariant, gpu_throughput
+from bench.lib.train_runners import Steps
 out = {}
+run = GpuRun(Steps(max_tokens=12500, tokens_per_step=25000, timed=5, warmup=2))
 with tempfile.TemporaryDirectory() as tmp:
     for shape in ('base', 'big'):
-        out['train_' + shape] = bench_train.gpu_throughput(shape, Path(tmp), 5, 2, 12500)
+        out['train_' + shape] = gpu_throughput(GpuVariant(shape), run, Path(tmp))
         print(json.dumps(out['train_' + shape]), flush=True)
-out['decode'] = bench_decode.bench_file_decoding(8192, 300)
+out['decode'] = file_decoding(*gpu_sources(300), 8192)
 print(json.dumps(out['decode']), flush=True)
-Path('$OUT/before_gpu.json').write_text(json.dumps(out, indent=2))
+write_result('$OUT/before_gpu.json', out, indent=2)
 " 2>&1 | tee "$OUT/before_gpu.log"
         cd "$ROOT" || exit 1
         ;;

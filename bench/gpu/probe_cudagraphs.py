@@ -5,7 +5,7 @@ graphs, and a tally of the calls the CUDA-graph trees made (their mode: warm-up,
 replay; the path's state before and after; whether a forward still waited for its backward;
 whether a new generation could begin). Inductor's skip and recompile reasons go to stderr.
 
-    python -m bench.probe_cudagraphs --out $OUT/cudagraphs.json 2> $OUT/cudagraphs.log
+    python -m bench.gpu.probe_cudagraphs --out $OUT/cudagraphs.json 2> $OUT/cudagraphs.log
 
 First, `pytest -m gpu`'s case of compiled training under autocast, in this process, with the
 trees' calls and the counters read around it (and whether ``counters["inductor"]`` is still the
@@ -31,7 +31,8 @@ from pathlib import Path
 
 import torch
 
-from bench.train_runners import synthetic_corpus
+from bench.lib.hardware import write_result
+from bench.lib.train_runners import synthetic_corpus
 from transformer_core.model.config import model_config
 from transformer_core.settings import TrainSettings
 from transformer_core.training.distributed import DistContext
@@ -90,7 +91,9 @@ def probe(corpus, weights: str, tokens_per_step: int, marked: bool, calls: list)
     before = dict(counters["inductor"])
     graphs_before = counters["stats"]["unique_graphs"]
     calls.clear()
-    trainer = Trainer(cfg, settings, DistContext(0, 0, 1, torch.device("cuda"), False), corpus)
+    trainer = Trainer.fresh(
+        cfg, settings, DistContext(0, 0, 1, torch.device("cuda"), False), corpus
+    )
     if marked:
         compiled = trainer.loss_model.decoder_states
 
@@ -175,8 +178,7 @@ def main() -> int:
         for name, weights, tokens_per_step, marked, lengths in VARIANTS:
             result["runs"][name] = probe(corpora[lengths], weights, tokens_per_step, marked, calls)
             print(f"{name}: {json.dumps(result['runs'][name])}", file=sys.stderr, flush=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}", file=sys.stderr)
+    write_result(args.out, result, indent=2)
     return 0
 
 

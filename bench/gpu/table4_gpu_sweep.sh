@@ -3,9 +3,10 @@
 # (one process each), then the checkpoints of each learning curve are decoded and scored on dev.
 # Run from the repository root on the lent GPU machine:
 #
-#   bench/table4_gpu_sweep.sh SWEEP [TRAIN_SECONDS]
+#   bench/gpu/table4_gpu_sweep.sh SWEEP [TRAIN_SECONDS]
 #
-# SWEEP names a file of variants, one per line: NAME and bench.table4_dev's training options.
+# SWEEP names a file of variants (bench/gpu/table4_sweeps/*.txt), one per line: NAME and
+# bench.table4_dev's training options.
 # Each run trains until its --steps or TRAIN_SECONDS (default 330), whichever comes first,
 # with a checkpoint every CURVE_EVERY steps (default 4000) kept; then every checkpoint at a
 # multiple of CURVE_EVERY is decoded (beam 4, alpha 1.0; at most DECODE_SECONDS each, default

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WINDOWS = (1, 2, 3, 5)  # checkpoints averaged (1: the last alone)
 
 # The recipe the ablation starts from: the peer's (and this configuration's before the ablation),
@@ -165,19 +165,16 @@ def variant_name(text: str) -> str:
     return text
 
 
-def project_variant(
-    name: str, args: argparse.Namespace, base_model: dict, base_train: dict
-) -> dict[str, Any]:
+def variant_spec(name: str, args: argparse.Namespace, base_model: dict, base_train: dict) -> dict:
+    """What ``worker`` trains for variant ``name`` (``NAME`` or ``NAME@SEED``): START and the
+    variant's changes over the configuration's settings, its data, its run folder."""
     base_name, _, seed = name.partition("@")
     variant = VARIANTS[base_name]
     step_scale = variant.get("step_scale", 1)
-    run_dir = args.runs / name
-    log = run_dir / "bench.log"
-    data, extra = args.data, args.extra
     train_prefix = (
-        extra / "bin_nofilter" / "train"
+        args.extra / "bin_nofilter" / "train"
         if variant.get("train_data") == "nofilter"
-        else data / "bin" / "train"
+        else args.data / "bin" / "train"
     )
     train_settings = {
         **base_train,
@@ -192,65 +189,33 @@ def project_variant(
         "precision": args.precision,
         "num_threads": args.threads,
     }
-    spec = {
+    return {
         "train": train_settings,
         "model": {**base_model, **variant.get("model", {})},
         "embedding_std": variant.get("embedding_std"),
         "train_prefix": str(train_prefix),
-        "dev_prefix": str(data / "bin" / "dev"),
-        "out_dir": str(run_dir),
+        "dev_prefix": str(args.data / "bin" / "dev"),
+        "out_dir": str(args.runs / name),
     }
-    started = time.perf_counter()
-    run([sys.executable, "-m", "bench.bench_learning", "worker", json.dumps(spec)], log)
-    train_seconds = time.perf_counter() - started
+
+
+def training_record(name: str, args: argparse.Namespace, run_dir: Path, seconds: float) -> dict:
+    """A trained variant's row before decoding: its settings, speed, train loss and dev
+    perplexity (per piece and per word) and dev loss with wrong sources, read from its
+    ``metrics.jsonl``."""
+    base_name, _, seed = name.partition("@")
     metrics = [
         json.loads(line)
         for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
     ]
     train_records = [m for m in metrics if m["event"] == "train"]
     dev_records = [m for m in metrics if m["event"] == "dev"]
-    words = count_words(data / "raw" / "dev.de")
-    tokens = dev_tokens(data / "bin" / "dev")
-
-    def decode(checkpoint: Path, source: Path, ref: Path, tag: str) -> dict[str, Any]:
-        hyp = run_dir / "hyp" / f"{tag}.txt"
-        hyp.parent.mkdir(parents=True, exist_ok=True)
-        run(
-            [
-                sys.executable,
-                "-m",
-                "transformer_core",
-                "translate",
-                "--checkpoint",
-                str(checkpoint),
-                "--spm",
-                str(data / "spm.model"),
-                "--input",
-                str(source),
-                "--output",
-                str(hyp),
-                "--beam",
-                "4",
-                "--alpha",
-                str(args.alpha),
-                "--max-len-a",
-                "1.0",
-                "--max-len-b",
-                "50",
-                "--device",
-                args.device,
-                "--precision",
-                args.decode_precision,
-                *(["--num-threads", str(args.threads)] if args.threads else []),
-            ],
-            log,
-        )
-        return score(hyp, ref, run_dir / "hyp" / f"{tag}.json", log)
-
-    result = {
+    words = count_words(args.data / "raw" / "dev.de")
+    tokens = dev_tokens(args.data / "bin" / "dev")
+    return {
         "variant": name,
-        "settings": {**START, **variant, **({"seed": int(seed)} if seed else {})},
-        "train_seconds_with_dev_evals": round(train_seconds, 1),
+        "settings": {**START, **VARIANTS[base_name], **({"seed": int(seed)} if seed else {})},
+        "train_seconds_with_dev_evals": round(seconds, 1),
         "tgt_tokens_per_s": [round(r["tgt_tokens_per_s"]) for r in train_records],
         "train_loss": {r["step"]: round(r["loss"], 4) for r in train_records},
         "dev_ppl": {r["step"]: round(r["dev_ppl"], 3) for r in dev_records},
@@ -259,38 +224,64 @@ def project_variant(
         },
         "dev_loss_wrong_src": {r["step"]: round(r["dev_loss_wrong_src"], 4) for r in dev_records},
     }
-    if args.no_decode:
-        return result
+
+
+def decode(
+    args: argparse.Namespace, run_dir: Path, checkpoint: Path, split: tuple, tag: str
+) -> dict:
+    """``checkpoint`` decoding ``split`` (source, reference) with beam 4, scored as ``tag``."""
+    source, ref = split
+    hyp = run_dir / "hyp" / f"{tag}.txt"
+    hyp.parent.mkdir(parents=True, exist_ok=True)
+    log = run_dir / "bench.log"
+    run(
+        [sys.executable, "-m", "transformer_core", "translate", "--checkpoint", str(checkpoint),
+         "--spm", str(args.data / "spm.model"), "--input", str(source), "--output", str(hyp),
+         "--beam", "4", "--alpha", str(args.alpha), "--max-len-a", "1.0", "--max-len-b", "50",
+         "--device", args.device, "--precision", args.decode_precision,
+         *(["--num-threads", str(args.threads)] if args.threads else [])],
+        log,
+    )  # fmt: skip
+    return score(hyp, ref, run_dir / "hyp" / f"{tag}.json", log)
+
+
+def averaged_checkpoints(run_dir: Path) -> dict[int, Path]:
+    """The checkpoint of every window of ``WINDOWS``: the last, and the averages of the last
+    2, 3 and 5 (``transformer-core average``)."""
     checkpoints = {}
     for window in WINDOWS:
         if window == 1:
             checkpoints[window] = run_dir / "last.pt"
-        else:
-            checkpoints[window] = run_dir / f"avg{window}.pt"
-            run(
-                [
-                    sys.executable,
-                    "-m",
-                    "transformer_core",
-                    "average",
-                    "--run-dir",
-                    str(run_dir),
-                    "--last",
-                    str(window),
-                    "--out",
-                    str(checkpoints[window]),
-                ],
-                log,
-            )
-    val = {
-        window: decode(
-            checkpoints[window],
-            data / "prepared" / "dev.src",
-            data / "raw" / "dev.de",
-            f"val.avg{window}",
-        )
-        for window in WINDOWS
-    }
+            continue
+        checkpoints[window] = run_dir / f"avg{window}.pt"
+        run(
+            [sys.executable, "-m", "transformer_core", "average", "--run-dir", str(run_dir),
+             "--last", str(window), "--out", str(checkpoints[window])],
+            run_dir / "bench.log",
+        )  # fmt: skip
+    return checkpoints
+
+
+def project_variant(
+    name: str, args: argparse.Namespace, base_model: dict, base_train: dict
+) -> dict[str, Any]:
+    """Train variant ``name`` in a process of its own, then (unless ``--no-decode``) decode
+    the val set with every window of checkpoints, choose the best (val only), and decode the
+    test sets with it and with the last checkpoint."""
+    spec = variant_spec(name, args, base_model, base_train)
+    run_dir = Path(spec["out_dir"])
+    started = time.perf_counter()
+    run(
+        [sys.executable, "-m", "bench.bench_learning", "worker", json.dumps(spec)],
+        run_dir / "bench.log",
+    )
+    result = training_record(name, args, run_dir, time.perf_counter() - started)
+    if args.no_decode:
+        return result
+    data, extra = args.data, args.extra
+    checkpoints = averaged_checkpoints(run_dir)
+    dev = (data / "prepared" / "dev.src", data / "raw" / "dev.de")
+    val = {w: decode(args, run_dir, checkpoints[w], dev, f"val.avg{w}") for w in WINDOWS}
     chosen = max(WINDOWS, key=lambda w: (val[w]["sacrebleu"], -w))
     tests = {
         "test_2016_flickr": (data / "prepared" / "test.src", data / "raw" / "test.de"),
@@ -298,11 +289,10 @@ def project_variant(
     }
     test = {}
     for window in sorted({1, chosen}):
-        for test_name, (source, ref) in tests.items():
-            if source.exists():
-                test[f"{test_name}.avg{window}"] = decode(
-                    checkpoints[window], source, ref, f"{test_name}.avg{window}"
-                )
+        for test_name, split in tests.items():
+            if split[0].exists():
+                tag = f"{test_name}.avg{window}"
+                test[tag] = decode(args, run_dir, checkpoints[window], split, tag)
     return {
         **result,
         "val_bleu_by_window": {w: val[w] for w in WINDOWS},

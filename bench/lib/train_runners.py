@@ -1,13 +1,12 @@
-"""The two trainers bench.bench_train times on the same batches, one optimizer step per call:
-the project's Trainer and a Hugging Face MarianMTModel of the same shape; the random corpus
-of WMT-like lengths they train on; and the peer's rows of the GPU section, eager and compiled,
-on the batches our Trainer cuts."""
+"""The two trainers the training benches time on the same batches, one optimizer step per
+call: the project's Trainer and a Hugging Face MarianMTModel of the same shape; the random
+corpus of WMT-like lengths they train on; and the peer's speed on the batches our Trainer cuts.
+"""
 
 from __future__ import annotations
 
-import json
-import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,6 @@ from transformer_core.data.batching import TokenBucketSampler, collate
 from transformer_core.data.binarized import BinarizedWriter
 from transformer_core.data.dataset import ParallelDataset
 from transformer_core.export.transformers import marian_config
-from transformer_core.model.config import model_config
 from transformer_core.model.transformer import count_parameters
 from transformer_core.settings import TrainSettings
 from transformer_core.training.distributed import DistContext
@@ -55,32 +53,44 @@ def timed(runner, steps: int, device: torch.device) -> tuple[int, float]:
     return tokens, time.perf_counter() - start
 
 
+@dataclass(frozen=True)
+class Steps:
+    """How a bench steps: ``max_tokens`` target tokens a micro-batch, ``tokens_per_step`` a
+    step, ``warmup`` untimed steps (compilation happens there), then ``timed`` steps."""
+
+    max_tokens: int
+    tokens_per_step: int
+    timed: int
+    warmup: int
+
+
+def train_settings(
+    precision: str,
+    max_tokens: int,
+    tokens_per_step: int,
+    compile: str = "off",
+    batch_shapes: str = "auto",
+    compute_weights: str = "fp32",
+) -> TrainSettings:
+    """The training settings of a bench's Trainer: the paper's 4,000 warmup steps, the path
+    (``compile``, ``batch_shapes``, ``compute_weights``) as given."""
+    return TrainSettings(
+        max_tokens=max_tokens,
+        tokens_per_step=tokens_per_step,
+        precision=precision,
+        warmup=4000,
+        compile=compile,
+        batch_shapes=batch_shapes,
+        compute_weights=compute_weights,
+    )
+
+
 class Ours:
     """Our Trainer: one ``train_step`` is a full optimizer step (data collation included)."""
 
-    def __init__(
-        self,
-        cfg,
-        dataset,
-        device,
-        precision,
-        max_tokens,
-        tokens_per_step,
-        compile="off",
-        batch_shapes="auto",
-        compute_weights="fp32",
-    ):
+    def __init__(self, cfg, dataset, device, train_cfg: TrainSettings):
         ctx = DistContext(0, 0, 1, device, owns_group=False)
-        train_cfg = TrainSettings(
-            max_tokens=max_tokens,
-            tokens_per_step=tokens_per_step,
-            precision=precision,
-            warmup=4000,
-            compile=compile,
-            batch_shapes=batch_shapes,
-            compute_weights=compute_weights,
-        )
-        self.trainer = Trainer(cfg, train_cfg, ctx, dataset)
+        self.trainer = Trainer.fresh(cfg, train_cfg, ctx, dataset)
         self.params = count_parameters(self.trainer.model)
 
     def step(self) -> int:
@@ -149,60 +159,26 @@ class Peer:
         return tokens
 
 
-def peer_throughput(
-    cfg, dataset, device, steps: int, warmup: int, max_tokens: int, tokens_per_step: int,
-    compile: bool, seed: int = 1,
-) -> dict:  # fmt: skip
+def peer_throughput(cfg, dataset, device, steps: Steps, compile: bool, seed: int = 1) -> dict:
     """The peer's target tokens per second under bf16 autocast on ``device``, on the batches
-    our Trainer cuts from ``dataset`` (exact shapes, ``max_tokens`` a micro-batch,
-    ``tokens_per_step`` a step): ``warmup`` steps (compilation happens there), then ``steps``."""
-    accumulation = max(1, tokens_per_step // max_tokens)
-    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, max_tokens, seed=seed)
-    peer = Peer(
-        cfg, peer_steps(sampler, dataset, accumulation, warmup + steps), device, True, compile
-    )
+    our Trainer cuts from ``dataset`` (exact shapes, ``steps.max_tokens`` a micro-batch,
+    ``steps.tokens_per_step`` a step): ``steps.warmup`` steps (compilation happens there), then
+    ``steps.timed``."""
+    accumulation = max(1, steps.tokens_per_step // steps.max_tokens)
+    sampler = TokenBucketSampler(dataset.src_lens, dataset.tgt_lens, steps.max_tokens, seed=seed)
+    batches = peer_steps(sampler, dataset, accumulation, steps.warmup + steps.timed)
+    peer = Peer(cfg, batches, device, True, compile)
     start = time.perf_counter()
-    timed(peer, warmup, device)
+    timed(peer, steps.warmup, device)
     warm_seconds = time.perf_counter() - start
-    tokens, seconds = timed(peer, steps, device)
+    tokens, seconds = timed(peer, steps.timed, device)
     return {
         "peer": "MarianMTModel, torch.compile" if compile else "MarianMTModel, eager",
         "params": peer.params,
         "accumulation": accumulation,
-        "warmup_steps": warmup,
+        "warmup_steps": steps.warmup,
         "warmup_seconds": round(warm_seconds, 1),
-        "steps": steps,
-        "tgt_tokens_per_step": tokens / steps,
+        "steps": steps.timed,
+        "tgt_tokens_per_step": tokens / steps.timed,
         "tgt_tokens_per_s": round(tokens / seconds, 1),
     }
-
-
-def gpu_task(shape: str, workdir: Path, lengths: tuple) -> tuple:
-    """The GPU section's model configuration and synthetic corpus for ``shape``."""
-    cfg = model_config("big" if shape == "big" else "base", vocab_size=37000)
-    prefix = workdir / f"gpu_{shape}_{lengths[0]}_{lengths[1]}"
-    return cfg, synthetic_corpus(prefix, cfg.vocab_size, 60000, lengths=lengths)
-
-
-def gpu_peers(
-    shapes, variants, workdir: Path, lengths: tuple, steps: int, warmup: int, max_tokens: int,
-    tokens_per_step: int, rows: list[dict],
-) -> list[dict]:  # fmt: skip
-    """bench_train's GPU peers: per shape, each of ``variants`` ("eager", "compiled") on the
-    batches our Trainer cuts; each of our ``rows`` gains its speed over the shape's faster peer."""
-    peers, own = [], workdir / "peer"  # a corpus of its own: ours may still map its files
-    own.mkdir(exist_ok=True)
-    for shape in shapes:
-        cfg, dataset = gpu_task(shape, own, lengths)
-        for variant in variants:
-            row = peer_throughput(
-                cfg, dataset, torch.device("cuda", 0), steps, warmup, max_tokens,
-                tokens_per_step, compile=variant == "compiled",
-            )  # fmt: skip
-            peers.append({"shape": shape, **row})
-            print(f"gpu peer: {json.dumps(peers[-1])}", file=sys.stderr, flush=True)
-        fastest = max((p["tgt_tokens_per_s"] for p in peers if p["shape"] == shape), default=None)
-        for row in rows:
-            if fastest and row["shape"] == shape:
-                row["over_faster_peer"] = round(row["tgt_tokens_per_s"] / fastest, 3)
-    return peers
