@@ -189,8 +189,10 @@ def settings_sections() -> dict[str, Any]:
                            "(paper: beam 4, alpha 0.6, max length = source + 50).",
                            _required(DecodeSettings)),
         "model": {**_section(model_keys(MODEL), MODEL_DESCRIPTION), "default": {}},
-        "bootstrap": {**_section(section_schema(BootstrapSettings), BootstrapSettings.__doc__
-                                 .split(":")[0] + "."), "default": {}},
+        "bootstrap": {**_section(section_schema(BootstrapSettings), "sacreBLEU's bootstrap "
+                                 "resampling, for every BLEU's 95% confidence interval and "
+                                 "Table 3's paired significance tests against base."),
+                      "default": {}},
         "curves": {**_section(section_schema(CurveSettings), "BLEU against training steps "
                               "(the report's plot) of the Table 2 runs."), "default": {}},
         "parsing_train": {
