@@ -18,6 +18,8 @@ import platform
 import re
 from pathlib import Path
 
+from transformer_core.files import atomic_write_text
+
 BENCH = Path(__file__).resolve().parents[1]
 RESULTS = BENCH / "results"
 # The widest units first: a CPU's kind is the first it has.
@@ -66,18 +68,15 @@ def write_result(
     """Write a benchmark's ``result`` at ``path`` (its folders made), and say so unless
     ``quiet``: as JSON indented by ``indent``, through a temporary file and a rename, so that a
     run stopped midway leaves the file whole (a bench that writes after every row keeps what it
-    measured); or, with ``append``, as one more line of a JSON Lines file."""
+    measured; ``files.atomic_write_text``, which writes a device or a pipe through); or, with
+    ``append``, as one more line of a JSON Lines file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if append:
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(result, default=str) + "\n")
-    elif path.exists() and not path.is_file():  # a device or a pipe: written as it is
-        path.write_text(json.dumps(result, indent=indent) + "\n", encoding="utf-8")
     else:
-        partial = path.with_name(path.name + ".tmp")
-        partial.write_text(json.dumps(result, indent=indent) + "\n", encoding="utf-8")
-        os.replace(partial, path)
+        atomic_write_text(path, json.dumps(result, indent=indent) + "\n")
     if not quiet:
         print(f"wrote {path}")
 
